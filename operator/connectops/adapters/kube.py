@@ -1,0 +1,176 @@
+"""Kubernetes API access the reconcilers need beyond what kopf hands to handlers.
+
+Secrets, the referenced ConnectCluster, and the per-connector lock that an OffsetReset holds
+while it has the connector stopped. The ``kubernetes`` client is synchronous, so every call runs
+in a worker thread to keep kopf's event loop free.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import os
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from connectops.models import GROUP, VERSION
+
+LOCK_PREFIX = "connectops-lock-"
+LOCK_LABEL = f"{GROUP}/lock"
+ANNOTATION_CONNECTOR = f"{GROUP}/connector"
+ANNOTATION_CLUSTER = f"{GROUP}/cluster"
+
+
+class KubeError(Exception):
+    """Base of Kubernetes API failures raised by this adapter."""
+
+    retryable = True
+
+
+class KubeObjectMissing(KubeError):
+    """A referenced object (Secret, ConnectCluster) does not exist."""
+
+
+class SecretKeyMissing(KubeError):
+    """The Secret exists but lacks the referenced key."""
+
+
+class KubeUnavailable(KubeError):
+    """The API server failed or refused (5xx, network, 403 from missing RBAC)."""
+
+
+class LockHeld(KubeError):
+    """Another OffsetReset holds the connector's lock."""
+
+    def __init__(self, holder: str) -> None:
+        super().__init__(f"connector is locked by {holder}")
+        self.holder = holder
+
+
+@dataclass(frozen=True)
+class Lock:
+    name: str
+    holder: str
+    acquired_at: str | None
+
+
+def lock_name(cluster: str, connector: str) -> str:
+    """A DNS-safe Lease name for (ConnectCluster, connector name): names may hold any character."""
+    digest = hashlib.sha256(f"{cluster}\x00{connector}".encode()).hexdigest()[:20]
+    return LOCK_PREFIX + digest
+
+
+def load_kube_config() -> None:
+    try:
+        config.load_incluster_config()  # type: ignore[no-untyped-call]
+    except config.ConfigException:
+        # the client snapshots $KUBECONFIG at import time; read it now instead
+        config.load_kube_config(config_file=os.environ.get("KUBECONFIG"))  # type: ignore[no-untyped-call]
+
+
+class KubeClient:
+    def __init__(self, api_client: client.ApiClient | None = None) -> None:
+        self._api = api_client or client.ApiClient()
+        self._core = client.CoreV1Api(self._api)
+        self._custom = client.CustomObjectsApi(self._api)
+        self._coord = client.CoordinationV1Api(self._api)
+
+    async def _call(self, fn: Any, *args: Any, what: str, **kwargs: Any) -> Any:
+        try:
+            return await asyncio.to_thread(fn, *args, **kwargs)
+        except ApiException as exc:
+            if exc.status == 404:
+                raise KubeObjectMissing(f"{what} not found") from None
+            raise KubeUnavailable(f"{what}: Kubernetes API answered {exc.status} {exc.reason}") from None
+        except Exception as exc:  # urllib3/network errors: keep the type, not the payload
+            raise KubeUnavailable(f"{what}: {type(exc).__name__}") from None
+
+    # -- reads ----------------------------------------------------------------------------------
+
+    async def secret_value(self, namespace: str, name: str, key: str) -> str:
+        """One decoded Secret value. Errors name the Secret and key, never the data."""
+        secret = await self._call(
+            self._core.read_namespaced_secret, name, namespace, what=f"Secret {namespace}/{name}"
+        )
+        data = secret.data or {}
+        if key not in data:
+            raise SecretKeyMissing(f"Secret {namespace}/{name} has no key {key!r}")
+        return base64.b64decode(data[key]).decode()
+
+    async def connect_cluster(self, namespace: str, name: str) -> dict[str, Any]:
+        obj: dict[str, Any] = await self._call(
+            self._custom.get_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            namespace,
+            "connectclusters",
+            name,
+            what=f"ConnectCluster {namespace}/{name}",
+        )
+        return obj
+
+    # -- offset-reset lock ------------------------------------------------------------------------
+
+    async def lock_holder(self, namespace: str, cluster: str, connector: str) -> Lock | None:
+        name = lock_name(cluster, connector)
+        try:
+            lease = await self._call(
+                self._coord.read_namespaced_lease, name, namespace, what=f"Lease {namespace}/{name}"
+            )
+        except KubeObjectMissing:
+            return None
+        spec = lease.spec
+        acquired = spec.acquire_time.isoformat() if spec and spec.acquire_time else None
+        return Lock(name=name, holder=(spec.holder_identity if spec else "") or "", acquired_at=acquired)
+
+    async def acquire_lock(
+        self, namespace: str, cluster: str, connector: str, holder: str, owner: dict[str, Any]
+    ) -> Lock:
+        """Create the Lease; creation is atomic, so two resets can never both hold it.
+
+        Re-acquiring a lock this holder already has succeeds (a resumed reset after a crash).
+        The Lease is owned by the holder object, so deleting it releases the lock too.
+        """
+        name = lock_name(cluster, connector)
+        now = datetime.now(UTC)
+        body = client.V1Lease(
+            metadata=client.V1ObjectMeta(
+                name=name,
+                namespace=namespace,
+                labels={LOCK_LABEL: "offset-reset"},
+                annotations={ANNOTATION_CONNECTOR: connector, ANNOTATION_CLUSTER: cluster},
+                owner_references=[owner],
+            ),
+            spec=client.V1LeaseSpec(holder_identity=holder, acquire_time=now),
+        )
+        try:
+            await asyncio.to_thread(self._coord.create_namespaced_lease, namespace, body)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise KubeUnavailable(f"Lease {namespace}/{name}: API answered {exc.status}") from None
+            current = await self.lock_holder(namespace, cluster, connector)
+            if current is None:
+                return await self.acquire_lock(namespace, cluster, connector, holder, owner)
+            if current.holder != holder:
+                raise LockHeld(current.holder) from None
+            return current
+        return Lock(name=name, holder=holder, acquired_at=now.isoformat())
+
+    async def release_lock(self, namespace: str, cluster: str, connector: str, holder: str) -> None:
+        current = await self.lock_holder(namespace, cluster, connector)
+        if current is None or current.holder != holder:
+            return
+        try:
+            await self._call(
+                self._coord.delete_namespaced_lease,
+                current.name,
+                namespace,
+                what=f"Lease {namespace}/{current.name}",
+            )
+        except KubeObjectMissing:
+            return

@@ -1,0 +1,74 @@
+"""``connectops`` command line: run the operator, generate CRDs."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from connectops import crdgen
+
+
+def _crds(args: argparse.Namespace) -> int:
+    out = Path(args.output)
+    if args.check:
+        stale = [
+            name
+            for name, text in crdgen.render_all().items()
+            if not (out / name).is_file() or (out / name).read_text() != text
+        ]
+        if stale:
+            print(f"out of date: {', '.join(stale)} (run: connectops crds)", file=sys.stderr)
+            return 1
+        return 0
+    for path in crdgen.write_all(out):
+        print(path)
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    import kopf  # heavy: only the run command needs it
+
+    if args.metrics_port:
+        from prometheus_client import start_http_server
+
+        start_http_server(args.metrics_port)
+    logging.basicConfig(level=getattr(logging, args.log_level.upper()))
+    import connectops.handlers  # noqa: F401 - registers the handlers with kopf
+
+    kopf.run(
+        clusterwide=not args.namespace,
+        namespaces=args.namespace or (),
+        standalone=args.standalone,
+        liveness_endpoint=args.liveness or None,
+    )
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="connectops", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    crds = sub.add_parser("crds", help="write the CRDs generated from the models")
+    crds.add_argument("--output", default="crds", help="directory (default: crds)")
+    crds.add_argument("--check", action="store_true", help="fail if the directory is stale")
+    crds.set_defaults(func=_crds)
+
+    run = sub.add_parser("run", help="run the operator")
+    run.add_argument("--namespace", "-n", action="append", help="watch only this namespace")
+    run.add_argument("--standalone", action="store_true", help="no peering (single replica)")
+    run.add_argument("--liveness", default="", help="e.g. http://0.0.0.0:8080/healthz")
+    run.add_argument("--metrics-port", type=int, default=0, help="serve Prometheus metrics")
+    run.add_argument("--log-level", default="info")
+    run.set_defaults(func=_run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,184 @@
+"""kopf handlers: thin bindings from Kubernetes events to the reconcilers.
+
+Every body here does the same three things: find the reconciler, run it under a per-object
+lock (change handlers and resync timers must not interleave on one object), then publish the
+status diff and translate a failure into kopf's retry via :func:`connectops.errors.as_kopf_error`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+from typing import Any
+
+import kopf
+
+from connectops import metrics
+from connectops.adapters.kube import KubeClient, load_kube_config
+from connectops.errors import as_kopf_error
+from connectops.models import GROUP, VERSION
+from connectops.reconcilers.clusters import ClusterRegistry
+from connectops.reconcilers.common import EmitEvent, Outcome, status_patch
+from connectops.reconcilers.connect_cluster import ConnectClusterReconciler
+from connectops.reconcilers.connector import ConnectorObject, ConnectorReconciler
+from connectops.settings import load
+
+SETTINGS = load()
+_EVENT_MESSAGE_LIMIT = 1000
+
+
+class Runtime:
+    """Process-wide collaborators, built once the operator starts (kube config is loaded then)."""
+
+    def __init__(self) -> None:
+        load_kube_config()
+        self.kube = KubeClient()
+        self.clusters = ClusterRegistry(self.kube, SETTINGS)
+        self.connectors = ConnectorReconciler(self.kube, self.clusters, SETTINGS)
+        self.connect_clusters = ConnectClusterReconciler(self.clusters, SETTINGS)
+        self.locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+
+
+_runtime: Runtime | None = None
+
+
+def runtime() -> Runtime:
+    global _runtime
+    if _runtime is None:
+        _runtime = Runtime()
+    return _runtime
+
+
+@kopf.on.startup()
+async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+    settings.persistence.finalizer = f"{GROUP}/finalizer"
+    # kopf's bookkeeping lives in status and in one annotation under our own prefix; both only
+    # change when the spec does, so GitOps tools see no drift between reconciles.
+    settings.persistence.progress_storage = kopf.StatusProgressStorage(field="status.kopf")
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=GROUP, key="last-handled-configuration"
+    )
+    settings.posting.level = logging.WARNING
+    settings.execution.max_workers = max(settings.execution.max_workers or 0, 4)
+    settings.watching.server_timeout = 300
+    runtime()
+
+
+@kopf.on.login()
+def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+    """In-cluster service account first, then $KUBECONFIG read at login time (kopf's default
+    client-library login snapshots $KUBECONFIG when the library is imported)."""
+    return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
+
+
+@kopf.on.cleanup()
+async def shutdown(**_: Any) -> None:
+    global _runtime
+    if _runtime is not None:
+        await _runtime.clusters.aclose()
+        _runtime = None
+
+
+def _emitter(body: Any) -> EmitEvent:
+    def emit(type_: str, reason: str, message: str) -> None:
+        kopf.event(body, type=type_, reason=reason, message=message[:_EVENT_MESSAGE_LIMIT])
+
+    return emit
+
+
+def _publish(outcome: Outcome, body: Any, patch: kopf.Patch, retry: int, kind: str) -> None:
+    for key, value in status_patch(body.get("status") or {}, outcome.status).items():
+        patch.status[key] = value
+    if outcome.error is not None:
+        metrics.RECONCILE_ERRORS.labels(kind=kind, error=type(outcome.error).__name__).inc()
+        raise as_kopf_error(
+            outcome.error,
+            retry=retry,
+            base=SETTINGS.retry_seconds,
+            maximum=SETTINGS.retry_max_seconds,
+        )
+
+
+# -- Connector -----------------------------------------------------------------------------------
+
+
+async def _reconcile_connector(body: Any, patch: kopf.Patch, retry: int, *, periodic: bool) -> None:
+    rt = runtime()
+    obj = ConnectorObject.from_body(body)
+    with metrics.RECONCILE_SECONDS.labels(kind="Connector").time():
+        async with rt.locks[body["metadata"]["uid"]]:
+            outcome = await rt.connectors.reconcile(obj, _emitter(body), periodic=periodic)
+    metrics.RECONCILES.labels(kind="Connector", trigger="timer" if periodic else "change").inc()
+    _publish(outcome, body, patch, retry, "Connector")
+
+
+@kopf.on.resume(GROUP, VERSION, "connectors")
+@kopf.on.create(GROUP, VERSION, "connectors")
+@kopf.on.update(GROUP, VERSION, "connectors", field="spec")
+async def connector_changed(body: kopf.Body, patch: kopf.Patch, retry: int, **_: Any) -> None:
+    await _reconcile_connector(body, patch, retry, periodic=False)
+
+
+@kopf.timer(
+    GROUP, VERSION, "connectors", interval=SETTINGS.resync_seconds, initial_delay=SETTINGS.resync_seconds
+)
+async def connector_resync(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
+    # timers have no retry counter: a failing resync retries at the base delay
+    await _reconcile_connector(body, patch, 0, periodic=True)
+
+
+@kopf.on.delete(GROUP, VERSION, "connectors")
+async def connector_deleted(body: kopf.Body, retry: int, **_: Any) -> None:
+    rt = runtime()
+    async with rt.locks[body["metadata"]["uid"]]:
+        try:
+            await rt.connectors.delete(ConnectorObject.from_body(body), _emitter(body))
+        except Exception as exc:
+            raise as_kopf_error(
+                exc, retry=retry, base=SETTINGS.retry_seconds, maximum=SETTINGS.retry_max_seconds
+            ) from None
+    rt.locks.pop(body["metadata"]["uid"], None)
+
+
+# -- ConnectCluster --------------------------------------------------------------------------------
+
+
+async def _reconcile_cluster(body: Any, patch: kopf.Patch, retry: int) -> None:
+    rt = runtime()
+    meta = body["metadata"]
+    async with rt.locks[meta["uid"]]:
+        outcome = await rt.connect_clusters.reconcile(
+            meta["namespace"],
+            meta["name"],
+            meta.get("generation"),
+            dict(body.get("status") or {}),
+            _emitter(body),
+        )
+    metrics.RECONCILES.labels(kind="ConnectCluster", trigger="change").inc()
+    _publish(outcome, body, patch, retry, "ConnectCluster")
+
+
+@kopf.on.resume(GROUP, VERSION, "connectclusters")
+@kopf.on.create(GROUP, VERSION, "connectclusters")
+@kopf.on.update(GROUP, VERSION, "connectclusters", field="spec")
+async def cluster_changed(body: kopf.Body, patch: kopf.Patch, retry: int, **_: Any) -> None:
+    await _reconcile_cluster(body, patch, retry)
+
+
+@kopf.timer(
+    GROUP,
+    VERSION,
+    "connectclusters",
+    interval=SETTINGS.resync_seconds,
+    initial_delay=SETTINGS.resync_seconds,
+)
+async def cluster_resync(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
+    await _reconcile_cluster(body, patch, 0)
+
+
+@kopf.on.delete(GROUP, VERSION, "connectclusters", optional=True)
+async def cluster_deleted(body: kopf.Body, **_: Any) -> None:
+    handle = runtime().clusters.forget(body["metadata"]["namespace"], body["metadata"]["name"])
+    if handle is not None:
+        await handle.client.aclose()

@@ -1,0 +1,11 @@
+"""Prometheus metrics (served by ``connectops run --metrics-port``)."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Histogram
+
+RECONCILES = Counter("connectops_reconciles_total", "Reconciles run", ["kind", "trigger"])
+RECONCILE_ERRORS = Counter(
+    "connectops_reconcile_errors_total", "Reconciles that ended in a retryable error", ["kind", "error"]
+)
+RECONCILE_SECONDS = Histogram("connectops_reconcile_seconds", "Reconcile duration", ["kind"])

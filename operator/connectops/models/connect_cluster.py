@@ -1,0 +1,94 @@
+"""``ConnectCluster``: how the operator reaches one Kafka Connect worker group."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+
+from connectops.models.base import CamelModel, Condition, SecretKeyRef, StatusModel
+
+
+class BasicAuth(CamelModel):
+    """HTTP basic auth for the Connect REST API, both parts read from one Secret."""
+
+    secret_name: Annotated[str, Field(min_length=1, description="Secret holding the credentials.")]
+    username_key: str = Field(default="username", description="Key of the user name in the Secret.")
+    password_key: str = Field(default="password", description="Key of the password in the Secret.")
+
+
+class RestTls(CamelModel):
+    """TLS settings for the Connect REST API."""
+
+    ca_secret_ref: SecretKeyRef | None = Field(
+        default=None, description="PEM CA bundle used to verify the worker's certificate."
+    )
+    insecure_skip_verify: bool = Field(
+        default=False, description="Skip certificate verification (tests only)."
+    )
+
+
+class KafkaAccess(CamelModel):
+    """How the operator reaches the Kafka cluster behind the worker group (offsets work)."""
+
+    bootstrap_servers: Annotated[
+        str, Field(min_length=1, description="Kafka bootstrap servers, host:port[,host:port].")
+    ]
+    config: dict[str, str] = Field(
+        default_factory=dict,
+        description="Non-sensitive Kafka client settings (librdkafka names), e.g. security.protocol.",
+    )
+    config_from: dict[str, SecretKeyRef] = Field(
+        default_factory=dict,
+        description="Sensitive Kafka client settings read from Secrets, e.g. sasl.password.",
+    )
+
+
+class ConnectTopics(CamelModel):
+    """The worker group's internal topics; defaults are Connect's own."""
+
+    offsets: str = Field(default="connect-offsets", description="offset.storage.topic")
+    configs: str = Field(default="connect-configs", description="config.storage.topic")
+    status: str = Field(default="connect-status", description="status.storage.topic")
+
+
+class ConnectClusterSpec(CamelModel):
+    """A Kafka Connect worker group: where its REST API is and how to reach its Kafka."""
+
+    rest_url: Annotated[
+        str,
+        Field(
+            min_length=1,
+            pattern=r"^https?://",
+            description="Base URL of the Connect REST API, e.g. http://connect:8083.",
+        ),
+    ]
+    basic_auth: BasicAuth | None = Field(default=None, description="Optional basic auth.")
+    tls: RestTls | None = Field(default=None, description="Optional TLS settings.")
+    kafka: KafkaAccess | None = Field(
+        default=None, description="Kafka access, needed for tombstone resets and checks."
+    )
+    topics: ConnectTopics = Field(
+        default_factory=ConnectTopics, description="Connect's internal topic names."
+    )
+    request_timeout_seconds: float = Field(
+        default=30.0, gt=0, le=600, description="Timeout of one REST call."
+    )
+
+
+class Capabilities(StatusModel):
+    """What the worker's REST API supports, derived from its version (see the facts table)."""
+
+    stop: bool = Field(default=False, description="STOPPED state and offsets GET (3.5+, KIP-875).")
+    alter_offsets: bool = Field(default=False, description="offsets PATCH/DELETE (3.6+).")
+    initial_state: bool = Field(default=False, description="initial_state on create (3.7+).")
+    restart_only_failed: bool = Field(default=False, description="restart?includeTasks&onlyFailed (3.0+).")
+
+
+class ConnectClusterStatus(StatusModel):
+    reachable: bool | None = Field(default=None, description="Whether the REST API answered.")
+    worker_version: str | None = Field(default=None, description="Kafka version of the worker.")
+    kafka_cluster_id: str | None = Field(default=None, description="Kafka cluster id.")
+    capabilities: Capabilities | None = Field(default=None, description="Detected capabilities.")
+    observed_generation: int | None = Field(default=None, description="Last handled generation.")
+    conditions: list[Condition] = Field(default_factory=list, description="Ready.")

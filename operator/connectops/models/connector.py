@@ -1,0 +1,204 @@
+"""``Connector``: one Kafka Connect connector whose config and state the operator owns."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated
+
+from pydantic import Field, field_validator, model_validator
+
+from connectops.models.base import (
+    CamelModel,
+    Condition,
+    LocalObjectRef,
+    SecretValueSource,
+    StatusModel,
+)
+
+#: Keys the operator renders from dedicated spec fields; accepting them in ``config`` would
+#: give one setting two owners.
+OWNED_KEYS = frozenset({"name", "connector.class", "tasks.max"})
+OVERRIDE_PREFIXES = {
+    "producer": "producer.override.",
+    "consumer": "consumer.override.",
+    "admin": "admin.override.",
+}
+
+ConfigValue = str | int
+
+
+#: typed producer field -> Kafka property; explicit so a rename can never change the wire name
+PRODUCER_PROPERTY_NAMES = {
+    "batch_size": "batch.size",
+    "linger_ms": "linger.ms",
+    "buffer_memory": "buffer.memory",
+    "acks": "acks",
+    "compression_type": "compression.type",
+    "max_in_flight_requests_per_connection": "max.in.flight.requests.per.connection",
+    "enable_idempotence": "enable.idempotence",
+    "request_timeout_ms": "request.timeout.ms",
+    "delivery_timeout_ms": "delivery.timeout.ms",
+}
+
+
+#: Connect accepts these in a name on POST, but its REST server (Jetty 12, Connect 4.x) answers
+#: 400 "Ambiguous URI path encoding" to any path that carries them percent-encoded, and "." / ".."
+#: are resolved as dot segments: such a connector could be created but never managed again.
+UNADDRESSABLE_CHARACTERS = ("/", "\\", "%")
+
+
+def unaddressable_name(name: str) -> None:
+    bad = [c for c in UNADDRESSABLE_CHARACTERS if c in name]
+    if bad or name in (".", ".."):
+        raise ValueError(
+            f"connector name must not contain {' '.join(repr(c) for c in bad) or repr(name)}: "
+            "Kafka Connect's REST API cannot address such a name once created"
+        )
+
+
+class DesiredState(StrEnum):
+    RUNNING = "running"
+    PAUSED = "paused"
+    STOPPED = "stopped"
+
+
+class ProducerOverrides(CamelModel):
+    """Typed ``producer.override.*`` settings; ``config`` takes any other producer setting.
+
+    On a sink connector these only affect the dead-letter-queue producer (Connect's rule).
+    """
+
+    batch_size: int | None = Field(default=None, ge=0, description="batch.size (bytes)")
+    linger_ms: int | None = Field(default=None, ge=0, description="linger.ms")
+    buffer_memory: int | None = Field(default=None, ge=0, description="buffer.memory (bytes)")
+    acks: str | None = Field(default=None, pattern=r"^(all|-1|0|1)$", description="acks")
+    compression_type: str | None = Field(
+        default=None,
+        pattern=r"^(none|gzip|snappy|lz4|zstd)$",
+        description="compression.type",
+    )
+    max_in_flight_requests_per_connection: int | None = Field(
+        default=None, ge=1, description="max.in.flight.requests.per.connection"
+    )
+    enable_idempotence: bool | None = Field(default=None, description="enable.idempotence")
+    request_timeout_ms: int | None = Field(default=None, ge=0, description="request.timeout.ms")
+    delivery_timeout_ms: int | None = Field(default=None, ge=0, description="delivery.timeout.ms")
+    config: dict[str, ConfigValue] = Field(
+        default_factory=dict, description="Other producer settings, without the prefix."
+    )
+
+    def as_properties(self) -> dict[str, str]:
+        """Producer properties without prefix; typed fields win over the free-form map."""
+        props = {k: str(v) for k, v in self.config.items()}
+        for field, prop in PRODUCER_PROPERTY_NAMES.items():
+            value = getattr(self, field)
+            if value is not None:
+                props[prop] = str(value).lower() if isinstance(value, bool) else str(value)
+        return props
+
+
+class RestartBackoff(CamelModel):
+    initial_seconds: int = Field(default=10, ge=1, description="Delay before the first restart.")
+    max_seconds: int = Field(default=600, ge=1, description="Upper bound of the doubling delay.")
+
+
+class AutoRestart(CamelModel):
+    """Restart failed connectors and tasks with a doubling delay, like Strimzi's autoRestart."""
+
+    enabled: bool = Field(default=True, description="Restart failed connectors/tasks.")
+    max_restarts: int | None = Field(
+        default=None, ge=0, description="Consecutive restarts before giving up; unset = no limit."
+    )
+    backoff: RestartBackoff = Field(default_factory=RestartBackoff, description="Restart delays.")
+
+
+class ConnectorSpec(CamelModel):
+    """A Kafka Connect connector whose config and running state connectops owns."""
+
+    cluster_ref: LocalObjectRef = Field(description="The ConnectCluster running this connector.")
+    connector_name: str | None = Field(
+        default=None,
+        min_length=1,
+        description="Name in Kafka Connect; defaults to metadata.name. Any characters allowed.",
+    )
+    connector_class: Annotated[str, Field(alias="class", min_length=1, description="connector.class")]
+    tasks_max: int = Field(default=1, ge=1, description="tasks.max")
+    config: dict[str, ConfigValue] = Field(
+        default_factory=dict,
+        description=(
+            "Connector configuration. name, connector.class, tasks.max and *.override.* keys "
+            "are set by dedicated fields and rejected here."
+        ),
+    )
+    config_from: dict[str, SecretValueSource] = Field(
+        default_factory=dict,
+        description="Configuration values read from Secrets (any key, overrides included).",
+    )
+    producer_overrides: ProducerOverrides | None = Field(
+        default=None, description="Rendered as producer.override.*"
+    )
+    consumer_overrides: dict[str, ConfigValue] = Field(
+        default_factory=dict, description="Rendered as consumer.override.*"
+    )
+    admin_overrides: dict[str, ConfigValue] = Field(
+        default_factory=dict, description="Rendered as admin.override.*"
+    )
+    state: DesiredState = Field(default=DesiredState.RUNNING, description="running|paused|stopped")
+    auto_restart: AutoRestart = Field(
+        default_factory=AutoRestart, description="Failed connector/task restarts."
+    )
+
+    @field_validator("connector_name")
+    @classmethod
+    def _addressable_name(cls, name: str | None) -> str | None:
+        if name is not None:
+            unaddressable_name(name)
+        return name
+
+    @field_validator("config")
+    @classmethod
+    def _no_owned_keys(cls, config: dict[str, ConfigValue]) -> dict[str, ConfigValue]:
+        owned = sorted(k for k in config if k in OWNED_KEYS)
+        if owned:
+            raise ValueError(f"config keys {owned} are set by spec fields (connectorName/class/tasksMax)")
+        prefixed = sorted(k for k in config if any(k.startswith(p) for p in OVERRIDE_PREFIXES.values()))
+        if prefixed:
+            raise ValueError(
+                f"config keys {prefixed} belong in producerOverrides/consumerOverrides/adminOverrides"
+            )
+        return config
+
+    @model_validator(mode="after")
+    def _secret_keys_not_duplicated(self) -> ConnectorSpec:
+        both = sorted(set(self.config_from) & set(self.config))
+        if both:
+            raise ValueError(f"keys {both} are set in both config and configFrom")
+        owned = sorted(k for k in self.config_from if k in OWNED_KEYS)
+        if owned:
+            raise ValueError(f"configFrom keys {owned} are set by spec fields")
+        return self
+
+
+class TaskStatus(StatusModel):
+    id: int = Field(description="Task id.")
+    state: str = Field(description="RUNNING, PAUSED, FAILED, UNASSIGNED…")
+    worker_id: str | None = Field(default=None, description="Worker running the task.")
+    trace: str | None = Field(default=None, description="First line of the failure trace.")
+
+
+class AutoRestartStatus(StatusModel):
+    count: int = Field(default=0, description="Consecutive automatic restarts.")
+    last_restart_time: str | None = Field(default=None, description="When the last one happened.")
+
+
+class ConnectorStatus(StatusModel):
+    observed_generation: int | None = Field(default=None, description="Last handled generation.")
+    connector_name: str | None = Field(default=None, description="Name in Kafka Connect.")
+    connector_state: str | None = Field(default=None, description="State reported by Connect.")
+    worker_id: str | None = Field(default=None, description="Worker running the connector.")
+    tasks: list[TaskStatus] = Field(default_factory=list, description="Task states.")
+    tasks_running: str | None = Field(default=None, description="running/total, for kubectl get.")
+    auto_restart: AutoRestartStatus = Field(
+        default_factory=AutoRestartStatus, description="Automatic restart bookkeeping."
+    )
+    conditions: list[Condition] = Field(default_factory=list, description="Ready, Valid, Synced.")

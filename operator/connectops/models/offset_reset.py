@@ -1,0 +1,209 @@
+"""``OffsetReset``: a one-shot, durable request to reset or alter a connector's offsets."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import Field, model_validator
+
+from connectops.models.base import CamelModel, Condition, LocalObjectRef, StatusModel
+
+
+class ResetAction(StrEnum):
+    RESET = "reset"
+    ALTER = "alter"
+    TO_EARLIEST = "toEarliest"
+    TO_LATEST = "toLatest"
+    TO_TIMESTAMP = "toTimestamp"
+    RESTORE = "restore"
+
+
+SINK_ONLY_ACTIONS = frozenset(
+    {ResetAction.TO_EARLIEST, ResetAction.TO_LATEST, ResetAction.TO_TIMESTAMP}
+)
+
+
+class ResetStrategy(StrEnum):
+    AUTO = "auto"
+    REST = "rest"
+    TOMBSTONE = "tombstone"
+
+
+class ResumePolicy(StrEnum):
+    DESIRED = "desired"
+    RUNNING = "running"
+    PAUSED = "paused"
+    STOPPED = "stopped"
+
+
+class OffsetSyncsCleanup(StrEnum):
+    DELETE = "delete"
+    TRUNCATE = "truncate"
+    NONE = "none"
+
+
+class OffsetsTopicLocation(StrEnum):
+    SOURCE = "source"
+    TARGET = "target"
+
+
+class OffsetEntry(CamelModel):
+    """One KIP-875 entry: a connector partition and its offset (null removes it)."""
+
+    partition: dict[str, Any] = Field(description="Partition map, e.g. {kafka_topic, kafka_partition}.")
+    offset: dict[str, Any] | None = Field(
+        default=None, description="Offset map, e.g. {kafka_offset: 42}; null removes the partition."
+    )
+
+
+class KafkaClusterAccess(CamelModel):
+    bootstrap_servers: str = Field(min_length=1, description="host:port[,host:port]")
+    config: dict[str, str] = Field(
+        default_factory=dict, description="Non-sensitive client settings (librdkafka names)."
+    )
+
+
+class MirrorMaker2(CamelModel):
+    """The MirrorMaker 2 deployment whose offsets are reset together.
+
+    The offset-syncs topic name is derived exactly as MM2 does: ``mm2-offset-syncs`` + sep +
+    alias + sep + ``internal``; the alias is the TARGET alias when the topic lives on the source
+    cluster (the default since 3.0, KIP-716) and the SOURCE alias when it lives on the target.
+    """
+
+    source_connector: str = Field(min_length=1, description="MirrorSourceConnector name.")
+    checkpoint_connector: str | None = Field(
+        default=None, description="MirrorCheckpointConnector name (reset with the source)."
+    )
+    heartbeat_connector: str | None = Field(
+        default=None, description="MirrorHeartbeatConnector name (reset with the source)."
+    )
+    source_alias: str = Field(min_length=1, description="source.cluster.alias")
+    target_alias: str = Field(min_length=1, description="target.cluster.alias")
+    offset_syncs_topic_location: OffsetsTopicLocation = Field(
+        default=OffsetsTopicLocation.SOURCE, description="offset-syncs.topic.location"
+    )
+    separator: str = Field(default=".", description="replication.policy.separator")
+    internal_topic_separator_enabled: bool = Field(
+        default=True,
+        description=(
+            "replication.policy.internal.topic.separator.enabled; when false, internal topics "
+            "keep the default '.' separator."
+        ),
+    )
+    offset_syncs: OffsetSyncsCleanup = Field(
+        default=OffsetSyncsCleanup.DELETE,
+        description="delete the offset-syncs topic, truncate it (DeleteRecords), or leave it.",
+    )
+    source_cluster: KafkaClusterAccess | None = Field(
+        default=None, description="Source Kafka cluster (for offset-syncs on the source)."
+    )
+    target_cluster: KafkaClusterAccess | None = Field(
+        default=None, description="Target Kafka cluster (for offset-syncs on the target)."
+    )
+
+
+class OffsetResetSpec(CamelModel):
+    """Reset, alter or restore a connector's offsets: backup, stop, reset, resume, verify."""
+
+    connector_ref: LocalObjectRef | None = Field(
+        default=None, description="The Connector object whose connector is reset."
+    )
+    connector_name: str | None = Field(
+        default=None, min_length=1, description="A connector not managed by a Connector object."
+    )
+    cluster_ref: LocalObjectRef | None = Field(
+        default=None, description="ConnectCluster of connectorName (required with it)."
+    )
+    action: ResetAction = Field(default=ResetAction.RESET, description="What to do to the offsets.")
+    strategy: ResetStrategy = Field(
+        default=ResetStrategy.AUTO,
+        description="auto: KIP-875 REST on 3.6+ workers, tombstones before; or force one.",
+    )
+    offsets: list[OffsetEntry] = Field(
+        default_factory=list, description="For alter: the partitions and their new offsets."
+    )
+    timestamp: str | None = Field(
+        default=None, description="For toTimestamp: RFC 3339 time or epoch milliseconds."
+    )
+    topics: list[str] = Field(
+        default_factory=list,
+        description="For sink toEarliest/toLatest/toTimestamp: limit to these topics.",
+    )
+    restore_from: str | None = Field(
+        default=None, description="For restore: the backup ConfigMap made by an earlier reset."
+    )
+    mirror_maker2: MirrorMaker2 | None = Field(
+        default=None, description="Reset a MirrorMaker 2 deployment's connectors together."
+    )
+    dry_run: bool = Field(default=False, description="Publish the plan in status and stop there.")
+    resume: ResumePolicy = Field(
+        default=ResumePolicy.DESIRED,
+        description=(
+            "State afterwards: desired = the Connector object's spec.state (for unmanaged "
+            "connectors, the state before the reset)."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _coherent(self) -> OffsetResetSpec:
+        has_ref = self.connector_ref is not None
+        has_name = self.connector_name is not None or self.mirror_maker2 is not None
+        if has_ref == has_name:
+            raise ValueError(
+                "set exactly one of connectorRef, or connectorName/mirrorMaker2 with clusterRef"
+            )
+        if has_name and self.cluster_ref is None:
+            raise ValueError("connectorName and mirrorMaker2 need clusterRef")
+        if self.action is ResetAction.ALTER and not self.offsets:
+            raise ValueError("action alter needs a non-empty offsets list")
+        if self.action is not ResetAction.ALTER and self.offsets:
+            raise ValueError("offsets are only used by action alter")
+        if self.action is ResetAction.TO_TIMESTAMP and not self.timestamp:
+            raise ValueError("action toTimestamp needs timestamp")
+        if self.action is ResetAction.RESTORE and not self.restore_from:
+            raise ValueError("action restore needs restoreFrom")
+        if self.mirror_maker2 is not None and self.action in SINK_ONLY_ACTIONS:
+            raise ValueError(f"action {self.action} applies to sink connectors, not MirrorMaker 2")
+        return self
+
+
+class StepStatus(StatusModel):
+    name: str = Field(description="Step name.")
+    state: str = Field(default="Pending", description="Pending, Running, Done, Skipped or Failed.")
+    attempts: int = Field(default=0, description="How many times the step was started.")
+    started_at: str | None = Field(default=None, description="When the last attempt started.")
+    finished_at: str | None = Field(default=None, description="When the step finished.")
+    message: str | None = Field(default=None, description="What the step did or why it failed.")
+
+
+class HistoryEntry(StatusModel):
+    time: str = Field(description="When.")
+    message: str = Field(description="What happened.")
+
+
+class BackupStatus(StatusModel):
+    config_map: str = Field(description="ConfigMap holding the backup (outlives the reset).")
+    offsets: int = Field(default=0, description="Number of partitions saved.")
+    taken_at: str | None = Field(default=None, description="When the backup was taken.")
+
+
+class OffsetResetStatus(StatusModel):
+    phase: str | None = Field(
+        default=None, description="Pending, Planned (dry run), Running, Succeeded or Failed."
+    )
+    observed_generation: int | None = Field(default=None, description="Generation acted upon.")
+    spec_hash: str | None = Field(default=None, description="Hash of the spec that was executed.")
+    strategy: str | None = Field(default=None, description="rest or tombstone, as resolved.")
+    connector_kind: str | None = Field(default=None, description="source, sink or mirror kinds.")
+    connectors: list[str] = Field(default_factory=list, description="Connectors reset.")
+    previous_states: dict[str, str] = Field(
+        default_factory=dict, description="Connector states before the reset."
+    )
+    steps: list[StepStatus] = Field(default_factory=list, description="The step machine.")
+    current_step: str | None = Field(default=None, description="The step in progress.")
+    plan: dict[str, Any] | None = Field(default=None, description="What was (or would be) done.")
+    backup: BackupStatus | None = Field(default=None, description="Where the old offsets are.")
+    history: list[HistoryEntry] = Field(default_factory=list, description="Last events (bounded).")
+    conditions: list[Condition] = Field(default_factory=list, description="Succeeded, Immutable.")

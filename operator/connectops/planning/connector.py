@@ -1,0 +1,260 @@
+"""Pure planning for a Connector: desired spec + observed Connect state -> the steps to take.
+
+No I/O happens here. The reconciler gathers observations (live config, status, capabilities,
+the offset-reset lock, the clock) and executes what :func:`plan_connector` returns, so every
+decision — when to PUT, when to resume, when a restart is due — is unit-testable with plain data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from connectops.models.connect_cluster import Capabilities
+from connectops.models.connector import OVERRIDE_PREFIXES, ConnectorSpec, DesiredState
+
+#: Connect's states, as in its status endpoint.
+RUNNING, PAUSED, STOPPED, FAILED, UNASSIGNED, RESTARTING = (
+    "RUNNING",
+    "PAUSED",
+    "STOPPED",
+    "FAILED",
+    "UNASSIGNED",
+    "RESTARTING",
+)
+
+_TARGET = {
+    DesiredState.RUNNING: RUNNING,
+    DesiredState.PAUSED: PAUSED,
+    DesiredState.STOPPED: STOPPED,
+}
+
+
+def parse_version(version: str) -> tuple[int, int, int]:
+    """'3.6.1' / '4.3.0-SNAPSHOT' / '7.5.0-ccs' -> (3, 6, 1); unparsable parts count as 0."""
+    parts: list[int] = []
+    for piece in version.split("-", maxsplit=1)[0].split(".")[:3]:
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        parts.append(int(digits) if digits else 0)
+    while len(parts) < 3:
+        parts.append(0)
+    return parts[0], parts[1], parts[2]
+
+
+def capabilities_for(version: str) -> Capabilities:
+    """REST capabilities by Kafka version (KIP-745 3.0, KIP-875 3.5/3.6, KIP-980 3.7).
+
+    Confluent Platform reports its own version (7.x = Kafka 3.x); the ``-ccs`` suffix marks it,
+    CP 7.x ships Kafka 3.x and CP 8.x Kafka 4.x, minor for minor.
+    """
+    major, minor, patch = parse_version(version)
+    if ("-ccs" in version or "-ce" in version) and major >= 7:
+        major -= 4
+    v = (major, minor, patch)
+    return Capabilities(
+        restart_only_failed=v >= (3, 0, 0),
+        stop=v >= (3, 5, 0),
+        alter_offsets=v >= (3, 6, 0),
+        initial_state=v >= (3, 7, 0),
+    )
+
+
+def render_config(spec: ConnectorSpec, name: str, secret_values: Mapping[str, str]) -> dict[str, str]:
+    """The exact config map Connect should hold, as strings (Connect stores strings).
+
+    ``secret_values`` maps config keys to values already read from Secrets.
+    """
+    config: dict[str, str] = {k: _to_str(v) for k, v in spec.config.items()}
+    if spec.producer_overrides is not None:
+        for key, text in spec.producer_overrides.as_properties().items():
+            config[OVERRIDE_PREFIXES["producer"] + key] = text
+    for key, raw in spec.consumer_overrides.items():
+        config[OVERRIDE_PREFIXES["consumer"] + key] = _to_str(raw)
+    for key, raw in spec.admin_overrides.items():
+        config[OVERRIDE_PREFIXES["admin"] + key] = _to_str(raw)
+    config.update(secret_values)
+    config["connector.class"] = spec.connector_class
+    config["tasks.max"] = str(spec.tasks_max)
+    config["name"] = name
+    return config
+
+
+def _to_str(value: object) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value)
+
+
+def config_drift(desired: Mapping[str, str], live: Mapping[str, str]) -> list[str]:
+    """Keys whose value differs (added, removed or changed), sorted. Values are never returned:
+    they may be secrets, and the list ends up in Events."""
+    keys = set(desired) | set(live)
+    return sorted(k for k in keys if desired.get(k) != live.get(k))
+
+
+# -- actions ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Create:
+    initial_state: str | None
+    """Passed to POST /connectors when the worker supports it (3.7+)."""
+
+
+@dataclass(frozen=True)
+class UpdateConfig:
+    changed_keys: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SetState:
+    target: DesiredState
+    observed: str | None
+
+
+@dataclass(frozen=True)
+class RestartFailed:
+    failed_tasks: tuple[int, ...]
+    connector_failed: bool
+    use_only_failed: bool
+    """True: one POST restart?includeTasks=true&onlyFailed=true (3.0+). False: per-task calls."""
+
+
+Action = Create | UpdateConfig | SetState | RestartFailed
+
+
+@dataclass(frozen=True)
+class ObservedConnector:
+    live_config: Mapping[str, str] | None
+    state: str | None
+    failed_tasks: tuple[int, ...] = ()
+    task_count: int = 0
+    connector_failed: bool = False
+
+
+@dataclass(frozen=True)
+class RestartBook:
+    count: int = 0
+    last_restart_at: float | None = None
+
+
+@dataclass
+class ConnectorPlan:
+    actions: list[Action] = field(default_factory=list)
+    needs_validation: bool = False
+    drift: list[str] = field(default_factory=list)
+    blocked_reason: str | None = None
+    requeue_after: float | None = None
+    restart_limit_reached: bool = False
+    unsupported: str | None = None
+
+
+def restart_delay(count: int, initial: float, maximum: float) -> float:
+    """Doubling backoff: initial, 2*initial, 4*initial … capped at maximum."""
+    return float(min(initial * (2 ** min(count, 30)), maximum))
+
+
+def plan_connector(
+    spec: ConnectorSpec,
+    desired_config: Mapping[str, str],
+    observed: ObservedConnector,
+    caps: Capabilities,
+    *,
+    locked_by: str | None,
+    restarts: RestartBook,
+    now: float,
+) -> ConnectorPlan:
+    """Decide the steps that move Connect from ``observed`` to ``spec``.
+
+    Rules, in order:
+    - a desired state the worker cannot express (``stopped`` before 3.5) is refused up front;
+    - an in-progress OffsetReset owns the connector: nothing is changed, not even config,
+      because a resume or config write would let the connector commit offsets mid-reset;
+    - config: create when missing, PUT only when the normalised config differs (both after a
+      successful validation);
+    - state: pause/resume/stop only when Connect's state differs from the desired one;
+    - failures: restart failed connector/tasks with doubling backoff, only while running is
+      desired (a paused connector's failed tasks are the user's business).
+    """
+    plan = ConnectorPlan()
+    desired_state = DesiredState(spec.state)
+    if desired_state is DesiredState.STOPPED and not caps.stop:
+        plan.unsupported = "state 'stopped' needs a Kafka Connect worker 3.5 or newer (KIP-875)"
+        return plan
+    if locked_by:
+        plan.blocked_reason = locked_by
+        return plan
+
+    if observed.live_config is None:
+        plan.needs_validation = True
+        initial = _TARGET[desired_state] if caps.initial_state else None
+        plan.actions.append(Create(initial_state=initial))
+        if initial is None and desired_state is not DesiredState.RUNNING:
+            plan.actions.append(SetState(desired_state, None))
+        plan.drift = ["<missing>"]
+        return plan
+
+    plan.drift = config_drift(desired_config, observed.live_config)
+    if plan.drift:
+        plan.needs_validation = True
+        plan.actions.append(UpdateConfig(tuple(plan.drift)))
+
+    target = _TARGET[desired_state]
+    state = observed.state
+    # FAILED counts as "not the target" only for paused/stopped; for running, a failure is
+    # handled by restarts below rather than by a resume that would do nothing.
+    transitional = state in (None, UNASSIGNED, RESTARTING)
+    failed_while_running = state == FAILED and desired_state is DesiredState.RUNNING
+    if state != target and not transitional and not failed_while_running:
+        plan.actions.append(SetState(desired_state, state))
+
+    if desired_state is DesiredState.RUNNING and spec.auto_restart.enabled:
+        failing = observed.connector_failed or bool(observed.failed_tasks)
+        if failing:
+            limit = spec.auto_restart.max_restarts
+            if limit is not None and restarts.count >= limit:
+                plan.restart_limit_reached = True
+            else:
+                delay = restart_delay(
+                    restarts.count,
+                    spec.auto_restart.backoff.initial_seconds,
+                    spec.auto_restart.backoff.max_seconds,
+                )
+                due = restarts.last_restart_at is None or now - restarts.last_restart_at >= delay
+                if due:
+                    plan.actions.append(
+                        RestartFailed(
+                            failed_tasks=observed.failed_tasks,
+                            connector_failed=observed.connector_failed,
+                            use_only_failed=caps.restart_only_failed,
+                        )
+                    )
+                else:
+                    assert restarts.last_restart_at is not None
+                    plan.requeue_after = delay - (now - restarts.last_restart_at)
+    return plan
+
+
+@dataclass(frozen=True)
+class Readiness:
+    ready: bool
+    reason: str
+    message: str
+
+
+def readiness(spec: ConnectorSpec, observed: ObservedConnector) -> Readiness:
+    """Ready means Connect holds the desired config and state, and nothing has failed."""
+    target = _TARGET[DesiredState(spec.state)]
+    if observed.live_config is None or observed.state is None:
+        return Readiness(False, "NotCreated", "connector does not exist in Kafka Connect yet")
+    if observed.connector_failed:
+        return Readiness(False, "ConnectorFailed", "the connector instance has FAILED")
+    if observed.state != target:
+        return Readiness(False, "StateMismatch", f"Connect reports {observed.state}, desired {target}")
+    if target == RUNNING:
+        if observed.failed_tasks:
+            ids = ", ".join(str(t) for t in observed.failed_tasks)
+            return Readiness(False, "TasksFailed", f"task(s) {ids} FAILED")
+        if observed.task_count == 0:
+            return Readiness(False, "NoTasks", "running but no task has been started yet")
+    return Readiness(True, target.capitalize(), f"connector is {target}")

@@ -1,0 +1,58 @@
+"""Pieces every reconciler shares: Events, status diffs, conditions."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from connectops.models.base import Condition, get_condition, set_condition
+
+#: (type "Normal"|"Warning", reason, message) -> posts a Kubernetes Event on the object
+EmitEvent = Callable[[str, str, str], None]
+
+
+@dataclass
+class Outcome:
+    """What a reconcile decided: a status to publish and, maybe, an error to retry on."""
+
+    status: dict[str, Any] = field(default_factory=dict)
+    error: BaseException | None = None
+
+
+def status_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
+    """Only the top-level status fields whose value changed (Strimzi: write status only on
+    change), so a resync that finds nothing new makes no API write at all."""
+    return {k: v for k, v in new.items() if old.get(k) != v}
+
+
+class Conditions:
+    """Collects condition updates and emits an Event only when a condition really changes."""
+
+    def __init__(self, current: list[dict[str, Any]] | None, generation: int | None, emit: EmitEvent) -> None:
+        self._items = [Condition.model_validate(c) for c in current or []]
+        self._generation = generation
+        self._emit = emit
+
+    def set(
+        self,
+        type_: str,
+        status: bool | None,
+        reason: str,
+        message: str,
+        *,
+        event_on_change: bool = False,
+        warning: bool = False,
+    ) -> None:
+        before = get_condition(self._items, type_)
+        self._items = set_condition(self._items, type_, status, reason, message, self._generation)
+        changed = before is None or (before.status, before.reason, before.message) != (
+            "Unknown" if status is None else str(status),
+            reason,
+            message,
+        )
+        if changed and event_on_change:
+            self._emit("Warning" if warning else "Normal", reason, message)
+
+    def dump(self) -> list[dict[str, Any]]:
+        return [c.model_dump(by_alias=True, exclude_none=True) for c in self._items]

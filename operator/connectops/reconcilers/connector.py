@@ -1,0 +1,348 @@
+"""Connector reconciler: observe Connect, plan, apply, report.
+
+Modelled on Strimzi's connector reconciler (GET, compare, PUT only on a real difference; status
+written only when it changed), with Connect's own validate endpoint as the gate in front of
+every write: an invalid config is reported and nothing is applied.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from connectops.adapters.connect_rest import ConnectClient, ConnectConflict, ConnectError, ConnectorState
+from connectops.adapters.kube import KubeClient, KubeError, KubeObjectMissing, SecretKeyMissing
+from connectops.errors import SpecInvalid
+from connectops.models.base import utcnow_iso
+from connectops.models.connector import ConnectorSpec, DesiredState
+from connectops.planning.connector import (
+    FAILED,
+    Create,
+    ObservedConnector,
+    RestartBook,
+    RestartFailed,
+    SetState,
+    UpdateConfig,
+    plan_connector,
+    readiness,
+    render_config,
+)
+from connectops.reconcilers.clusters import ClusterHandle, ClusterRegistry
+from connectops.reconcilers.common import Conditions, EmitEvent, Outcome
+from connectops.redact import Redactor
+from connectops.settings import Settings
+from connectops.validation import describe_validation_error
+
+
+@dataclass
+class ConnectorObject:
+    """The parts of a Connector custom object a reconcile reads."""
+
+    namespace: str
+    name: str
+    generation: int | None
+    spec: dict[str, Any]
+    status: dict[str, Any]
+
+    @classmethod
+    def from_body(cls, body: Any) -> ConnectorObject:
+        meta = body.get("metadata", {})
+        return cls(
+            namespace=meta.get("namespace", "default"),
+            name=meta["name"],
+            generation=meta.get("generation"),
+            spec=dict(body.get("spec") or {}),
+            status=dict(body.get("status") or {}),
+        )
+
+
+def _observe(state: ConnectorState | None, live: dict[str, str] | None) -> ObservedConnector:
+    if state is None:
+        return ObservedConnector(live_config=live, state=None)
+    return ObservedConnector(
+        live_config=live,
+        state=state.state,
+        failed_tasks=tuple(t.id for t in state.tasks if t.state == FAILED),
+        task_count=len(state.tasks),
+        connector_failed=state.state == FAILED,
+    )
+
+
+def _parse_time(text: str | None) -> float | None:
+    if not text:
+        return None
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+class ConnectorReconciler:
+    def __init__(self, kube: KubeClient, clusters: ClusterRegistry, settings: Settings) -> None:
+        self._kube = kube
+        self._clusters = clusters
+        self._settings = settings
+
+    async def reconcile(self, obj: ConnectorObject, emit: EmitEvent, *, periodic: bool) -> Outcome:
+        conditions = Conditions(obj.status.get("conditions"), obj.generation, emit)
+        status: dict[str, Any] = {"observedGeneration": obj.generation}
+        outcome = Outcome(status=status)
+        try:
+            spec = ConnectorSpec.model_validate(obj.spec)
+        except ValidationError as exc:
+            conditions.set(
+                "Valid",
+                False,
+                "InvalidSpec",
+                describe_validation_error(exc),
+                event_on_change=True,
+                warning=True,
+            )
+            conditions.set("Ready", False, "InvalidSpec", "spec is invalid; nothing was applied")
+            status["conditions"] = conditions.dump()
+            return outcome
+        connector = spec.connector_name or obj.name
+        status["connectorName"] = connector
+        redactor = Redactor()
+        try:
+            cluster = await self._clusters.resolve(obj.namespace, spec.cluster_ref.name)
+            redactor.include(cluster.redactor)
+            secret_values = await self._secret_values(obj.namespace, spec)
+            redactor.add(secret_values.values())
+            await self._apply(
+                obj, spec, connector, cluster, secret_values, redactor, conditions, status, emit, periodic
+            )
+        except SpecInvalid as exc:
+            conditions.set("Valid", False, "InvalidSpec", str(exc), event_on_change=True, warning=True)
+            conditions.set("Ready", False, "InvalidSpec", "spec is invalid; nothing was applied")
+        except (KubeObjectMissing, SecretKeyMissing) as exc:
+            conditions.set(
+                "Ready", False, "ReferenceNotFound", redactor(str(exc)), event_on_change=True, warning=True
+            )
+            outcome.error = exc
+        except ConnectError as exc:
+            message = redactor(str(exc))
+            conditions.set(
+                "Ready",
+                False,
+                "ConnectUnavailable" if exc.retryable else "ConnectError",
+                message,
+                event_on_change=True,
+                warning=True,
+            )
+            outcome.error = exc
+        except KubeError as exc:
+            conditions.set("Ready", False, "KubernetesError", str(exc))
+            outcome.error = exc
+        status["conditions"] = conditions.dump()
+        return outcome
+
+    async def _secret_values(self, namespace: str, spec: ConnectorSpec) -> dict[str, str]:
+        values = {}
+        for key, source in spec.config_from.items():
+            ref = source.secret_key_ref
+            values[key] = await self._kube.secret_value(namespace, ref.name, ref.key)
+        return values
+
+    async def _apply(
+        self,
+        obj: ConnectorObject,
+        spec: ConnectorSpec,
+        connector: str,
+        cluster: ClusterHandle,
+        secret_values: dict[str, str],
+        redactor: Redactor,
+        conditions: Conditions,
+        status: dict[str, Any],
+        emit: EmitEvent,
+        periodic: bool,
+    ) -> None:
+        client = cluster.client
+        _, caps = await cluster.capabilities(self._settings.capabilities_ttl_seconds)
+        desired = render_config(spec, connector, secret_values)
+        live, state = await asyncio.gather(client.get_config(connector), client.get_status(connector))
+        observed = _observe(state, live)
+        lock = await self._kube.lock_holder(obj.namespace, spec.cluster_ref.name, connector)
+        book_raw = obj.status.get("autoRestart") or {}
+        book = RestartBook(
+            count=int(book_raw.get("count", 0)),
+            last_restart_at=_parse_time(book_raw.get("lastRestartTime")),
+        )
+        plan = plan_connector(
+            spec,
+            desired,
+            observed,
+            caps,
+            locked_by=lock.holder if lock else None,
+            restarts=book,
+            now=time.time(),
+        )
+        if plan.unsupported:
+            conditions.set(
+                "Valid", False, "Unsupported", plan.unsupported, event_on_change=True, warning=True
+            )
+            conditions.set("Ready", False, "Unsupported", plan.unsupported)
+            self._report(status, state, book_raw)
+            return
+        if plan.blocked_reason:
+            conditions.set(
+                "Synced",
+                False,
+                "OffsetResetInProgress",
+                f"{plan.blocked_reason} holds this connector; changes wait until it finishes",
+                event_on_change=True,
+            )
+            conditions.set(
+                "Ready", False, "OffsetResetInProgress", f"offset reset {plan.blocked_reason} in progress"
+            )
+            self._report(status, state, book_raw)
+            return
+
+        if plan.needs_validation:
+            result = await client.validate(spec.connector_class, desired)
+            if result.error_count:
+                detail = "; ".join(f"{k}: {' '.join(v)}" for k, v in sorted(result.errors.items()))
+                message = redactor(detail or f"{result.error_count} configuration error(s)")
+                conditions.set("Valid", False, "ConfigInvalid", message, event_on_change=True, warning=True)
+                conditions.set(
+                    "Synced",
+                    False,
+                    "ConfigInvalid",
+                    "Connect rejected the desired config; the live config is unchanged",
+                )
+                conditions.set("Ready", False, "ConfigInvalid", "configuration rejected by Connect")
+                self._report(status, state, book_raw)
+                return
+        conditions.set("Valid", True, "Validated", "Connect accepted the configuration")
+
+        acted = False
+        for action in plan.actions:
+            acted = True
+            if isinstance(action, Create):
+                try:
+                    await client.create(connector, desired, action.initial_state)
+                except ConnectConflict:
+                    # created concurrently (or by a previous attempt whose answer was lost)
+                    await client.put_config(connector, desired)
+                emit("Normal", "Created", f"connector {connector} created in Kafka Connect")
+            elif isinstance(action, UpdateConfig):
+                await client.put_config(connector, desired)
+                keys = ", ".join(action.changed_keys[:20])
+                reason = "DriftCorrected" if periodic else "ConfigUpdated"
+                emit("Normal" if not periodic else "Warning", reason, f"config keys changed: {keys}")
+            elif isinstance(action, SetState):
+                await self._set_state(client, connector, action.target)
+                reason = "StateDriftCorrected" if periodic else "StateChanged"
+                emit(
+                    "Normal" if not periodic else "Warning",
+                    reason,
+                    f"{action.observed or 'new'} -> {action.target.upper()}",
+                )
+            elif isinstance(action, RestartFailed):
+                await self._restart(client, connector, action)
+                book_raw = {"count": book.count + 1, "lastRestartTime": utcnow_iso()}
+                emit(
+                    "Warning",
+                    "Restarted",
+                    f"restarted failed {'connector and ' if action.connector_failed else ''}"
+                    f"tasks {list(action.failed_tasks)} (restart {book.count + 1})",
+                )
+        conditions.set("Synced", True, "Synced", "live config matches the spec")
+
+        if acted:
+            state = await self._settle(client, connector, spec)
+            live = desired
+        observed = _observe(state, live)
+        ready = readiness(spec, observed)
+        if plan.restart_limit_reached:
+            conditions.set(
+                "Ready",
+                False,
+                "RestartLimitReached",
+                f"gave up after {book.count} automatic restarts; restart manually or "
+                "raise autoRestart.maxRestarts",
+                event_on_change=True,
+                warning=True,
+            )
+        else:
+            conditions.set("Ready", ready.ready, ready.reason, ready.message)
+        if ready.ready and book.count:
+            book_raw = {"count": 0, "lastRestartTime": book_raw.get("lastRestartTime")}
+        self._report(status, state, book_raw)
+
+    async def _set_state(self, client: ConnectClient, connector: str, target: DesiredState) -> None:
+        if target is DesiredState.RUNNING:
+            await client.resume(connector)
+        elif target is DesiredState.PAUSED:
+            await client.pause(connector)
+        else:
+            await client.stop(connector)
+
+    async def _restart(self, client: ConnectClient, connector: str, action: RestartFailed) -> None:
+        if action.use_only_failed:
+            await client.restart(connector, include_tasks=True, only_failed=True)
+            return
+        if action.connector_failed:
+            await client.restart(connector, include_tasks=False, only_failed=False)
+        for task in action.failed_tasks:
+            await client.restart_task(connector, task)
+
+    async def _settle(
+        self, client: ConnectClient, connector: str, spec: ConnectorSpec
+    ) -> ConnectorState | None:
+        """Poll briefly until Connect reports the desired state, so Ready is right on the first
+        status write instead of one resync later. Bounded: the timer catches slow workers."""
+        deadline = time.monotonic() + self._settings.settle_seconds
+        state = await client.get_status(connector)
+        while time.monotonic() < deadline:
+            if state is not None and readiness(spec, _observe(state, {})).ready:
+                break
+            await asyncio.sleep(0.5)
+            state = await client.get_status(connector)
+        return state
+
+    @staticmethod
+    def _report(status: dict[str, Any], state: ConnectorState | None, book: dict[str, Any]) -> None:
+        status["autoRestart"] = {k: v for k, v in book.items() if v is not None} or {"count": 0}
+        if state is None:
+            status["connectorState"] = None
+            status["workerId"] = None
+            status["tasks"] = []
+            status["tasksRunning"] = None
+            return
+        status["connectorState"] = state.state
+        status["workerId"] = state.worker_id
+        status["tasks"] = [
+            {
+                k: v
+                for k, v in {"id": t.id, "state": t.state, "workerId": t.worker_id, "trace": t.trace}.items()
+                if v is not None
+            }
+            for t in state.tasks
+        ]
+        running = sum(1 for t in state.tasks if t.state == "RUNNING")
+        status["tasksRunning"] = f"{running}/{len(state.tasks)}"
+
+    async def delete(self, obj: ConnectorObject, emit: EmitEvent) -> None:
+        """Remove the connector from Connect. A vanished ConnectCluster cannot be reached any
+        more, so the finalizer is released with a warning instead of blocking deletion forever."""
+        try:
+            spec = ConnectorSpec.model_validate(obj.spec)
+        except ValidationError:
+            return  # never applied: nothing to delete
+        connector = spec.connector_name or obj.name
+        try:
+            cluster = await self._clusters.resolve(obj.namespace, spec.cluster_ref.name)
+        except KubeObjectMissing:
+            emit(
+                "Warning",
+                "ClusterGone",
+                f"ConnectCluster {spec.cluster_ref.name} is gone; connector {connector} was not "
+                "deleted from Kafka Connect",
+            )
+            return
+        deleted = await cluster.client.delete(connector)
+        if deleted:
+            emit("Normal", "Deleted", f"connector {connector} deleted from Kafka Connect")

@@ -1,0 +1,38 @@
+"""Operator settings, from environment variables (the Helm chart sets them)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+
+def _float(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    return float(raw) if raw else default
+
+
+def _int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    return int(raw) if raw else default
+
+
+@dataclass(frozen=True)
+class Settings:
+    #: how often every object is re-checked for drift (Strimzi: 120 s)
+    resync_seconds: float = field(default_factory=lambda: _float("CONNECTOPS_RESYNC_SECONDS", 60.0))
+    #: first retry delay after a temporary failure (Connect down, 409, missing Secret)
+    retry_seconds: float = field(default_factory=lambda: _float("CONNECTOPS_RETRY_SECONDS", 10.0))
+    #: upper bound of the doubling retry delay
+    retry_max_seconds: float = field(default_factory=lambda: _float("CONNECTOPS_RETRY_MAX_SECONDS", 300.0))
+    #: in-flight REST calls per Connect worker group
+    connect_concurrency: int = field(default_factory=lambda: _int("CONNECTOPS_CONNECT_CONCURRENCY", 8))
+    #: how long a reconcile waits for Connect to report the state it just asked for
+    settle_seconds: float = field(default_factory=lambda: _float("CONNECTOPS_SETTLE_SECONDS", 10.0))
+    #: capabilities are per worker version; re-read it this often
+    capabilities_ttl_seconds: float = field(
+        default_factory=lambda: _float("CONNECTOPS_CAPABILITIES_TTL_SECONDS", 60.0)
+    )
+
+
+def load() -> Settings:
+    return Settings()

@@ -1,0 +1,219 @@
+"""``connectops-check``: collect (or replay) a snapshot, compute on Spark, print the verdict.
+
+Exit status says whether the JOB ran, not what it found: 0 with any verdict (the operator
+reads the verdict from the ConfigMap or the output file), 1 when the job itself failed
+(collection impossible, Spark error, output not written), 2 for bad arguments. A verdict
+that could not be delivered is a failed job, since nobody would ever read it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from connectops_check.snapshot import Snapshot
+from connectops_check.verdict import Settings
+
+CONFIGMAP_KEY = "verdict.json"
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def duration_s(text: str) -> float:
+    """``10s``, ``500ms``, ``2m``, ``1h`` or a bare number of seconds."""
+    match = _DURATION.match(text)
+    if match is None:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (use e.g. 10s, 500ms, 2m)")
+    return float(match.group(1)) * _UNIT_S[match.group(2) or "s"]
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key, value
+
+
+def _configmap_ref(text: str) -> tuple[str, str]:
+    namespace, sep, name = text.partition("/")
+    if not sep or not namespace or not name:
+        raise argparse.ArgumentTypeError(f"expected NAMESPACE/NAME, got {text!r}")
+    return namespace, name
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="connectops-check",
+        description="Lag (Burrow-style) and partition balance verdict for one Kafka Connect connector.",
+    )
+    src = p.add_argument_group("input (collect live, or replay --snapshot)")
+    src.add_argument("--bootstrap", help="Kafka bootstrap servers the sink reads from")
+    src.add_argument("--connect-url", help="Kafka Connect REST URL")
+    src.add_argument("--connector", help="connector name")
+    src.add_argument("--samples", type=int, default=12, help="number of samples (default 12)")
+    src.add_argument("--interval", type=duration_s, default=10.0, help="time between samples (default 10s)")
+    src.add_argument(
+        "--client-config",
+        type=_key_value,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="librdkafka setting for the admin client (repeatable)",
+    )
+    src.add_argument(
+        "--source-bootstrap", help="MirrorMaker 2 source cluster (default: from the connector config)"
+    )
+    src.add_argument(
+        "--source-client-config",
+        type=_key_value,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="librdkafka setting for the MirrorMaker 2 source cluster's admin client (repeatable)",
+    )
+    src.add_argument(
+        "--traffic-window",
+        type=duration_s,
+        default=None,
+        help="traffic window length ending at the last sample (default: the sampling span)",
+    )
+    src.add_argument("--snapshot", type=Path, help="replay this snapshot file instead of collecting")
+    src.add_argument("--save-snapshot", type=Path, help="also write the collected snapshot to this file")
+    th = p.add_argument_group("thresholds")
+    d = Settings()
+    th.add_argument("--max-lag", type=int, default=d.max_lag, help=f"total lag limit (default {d.max_lag})")
+    th.add_argument(
+        "--max-skew", type=float, default=d.max_skew, help=f"max/mean traffic (default {d.max_skew})"
+    )
+    th.add_argument("--max-gini", type=float, default=d.max_gini, help=f"traffic Gini (default {d.max_gini})")
+    th.add_argument(
+        "--assignment-threshold",
+        type=float,
+        default=d.assignment_threshold,
+        help=f"partitions per member vs mean (default {d.assignment_threshold})",
+    )
+    th.add_argument(
+        "--min-traffic",
+        type=int,
+        default=d.min_traffic,
+        help=f"records a topic needs in the window before its balance is judged (default {d.min_traffic})",
+    )
+    th.add_argument(
+        "--window", type=int, default=d.window, help=f"Burrow window in samples (default {d.window})"
+    )
+    th.add_argument(
+        "--top-n", type=int, default=d.top_n, help=f"partitions listed per list (default {d.top_n})"
+    )
+    out = p.add_argument_group("spark and output")
+    out.add_argument(
+        "--master",
+        default="local[*]",
+        help="Spark master (default local[*]; 'none' keeps what spark-submit set)",
+    )
+    out.add_argument("--output", type=Path, help="write the verdict JSON to this file")
+    out.add_argument(
+        "--output-configmap",
+        type=_configmap_ref,
+        metavar="NAMESPACE/NAME",
+        help=f"write the verdict JSON to this ConfigMap, key {CONFIGMAP_KEY}",
+    )
+    return p
+
+
+def _snapshot(args: argparse.Namespace) -> Snapshot:
+    if args.snapshot is not None:
+        return Snapshot.load(args.snapshot)
+    from connectops_check.collect import collect_snapshot, now_ms
+
+    window_start = None
+    if args.traffic_window is not None:
+        window_start = now_ms() + int(1000 * (args.samples - 1) * args.interval - 1000 * args.traffic_window)
+    snapshot = collect_snapshot(
+        args.bootstrap,
+        args.connect_url,
+        args.connector,
+        args.samples,
+        args.interval,
+        dict(args.client_config),
+        source_bootstrap=args.source_bootstrap,
+        source_client_config=dict(args.source_client_config),
+        window_start_ms=window_start,
+    )
+    if args.save_snapshot is not None:
+        snapshot.save(args.save_snapshot)
+    return snapshot
+
+
+def write_configmap(namespace: str, name: str, verdict_json: str) -> None:
+    """Creates or updates the ConfigMap the operator reads (in-cluster config, else KUBECONFIG)."""
+    try:
+        from kubernetes import client, config
+        from kubernetes.client.exceptions import ApiException
+    except ImportError as error:
+        raise RuntimeError("--output-configmap needs the kubernetes Python client") from error
+    # the kubernetes client leaves its config loaders unannotated
+    try:
+        config.load_incluster_config()  # type: ignore[no-untyped-call]
+    except config.ConfigException:
+        config.load_kube_config()  # type: ignore[no-untyped-call]
+    api = client.CoreV1Api()
+    body = client.V1ConfigMap(
+        metadata=client.V1ObjectMeta(name=name, labels={"app.kubernetes.io/managed-by": "connectops-check"}),
+        data={CONFIGMAP_KEY: verdict_json},
+    )
+    try:
+        api.patch_namespaced_config_map(name, namespace, body)
+    except ApiException as error:
+        if error.status != 404:
+            raise
+        api.create_namespaced_config_map(namespace, body)
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    from connectops_check.job import needs_spark, run_check, spark_session
+
+    settings = Settings(
+        max_lag=args.max_lag,
+        max_skew=args.max_skew,
+        max_gini=args.max_gini,
+        assignment_threshold=args.assignment_threshold,
+        min_traffic=args.min_traffic,
+        window=args.window,
+        top_n=args.top_n,
+    )
+    snapshot = _snapshot(args)
+    spark = None
+    if needs_spark(snapshot):
+        spark = spark_session(None if args.master == "none" else args.master)
+    return run_check(snapshot, settings, spark)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = parser()
+    args = p.parse_args(argv)
+    if args.snapshot is None and not (args.bootstrap and args.connect_url and args.connector):
+        p.error("either --snapshot, or all of --bootstrap, --connect-url and --connector")
+    if args.samples < 1:
+        p.error("--samples must be at least 1")
+    try:
+        verdict = run(args)
+        text = json.dumps(verdict, indent=2, sort_keys=False)
+        if args.output is not None:
+            args.output.write_text(text + "\n", encoding="utf-8")
+        if args.output_configmap is not None:
+            namespace, name = args.output_configmap
+            write_configmap(namespace, name, text)
+    except Exception as error:  # the job failed: say why, exit non-zero
+        print(f"connectops-check: {type(error).__name__}: {error}", file=sys.stderr)
+        return 1
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

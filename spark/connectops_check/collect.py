@@ -1,0 +1,542 @@
+"""The thin collection edge: Connect REST and Kafka admin calls -> a :class:`Snapshot`.
+
+Why thin: everything that can be computed is computed later from the snapshot (on Spark,
+replayable from a file); this module only asks questions and records answers. It runs on the
+Spark driver, sampling ``samples`` times every ``interval_s`` seconds.
+
+Per connector kind:
+- sink: group ``consumer.override.group.id`` or ``connect-<name>``; committed offsets by
+  OffsetFetch, log-end and log-start by ListOffsets, members by DescribeGroups.
+- MirrorMaker 2 source (class ending in ``MirrorSourceConnector``): MM2 reads without a
+  consumer group, so its positions come from ``GET /connectors/<name>/offsets`` (KIP-875,
+  Connect 3.5+), and log-end from the SOURCE cluster (``source.cluster.bootstrap.servers``
+  unless given). Each task's partitions come from its ``task.assigned.partitions`` config.
+- any other source: nothing broker-side to compare its offsets with; the snapshot says why.
+
+An admin API the broker does not support degrades one number, not the run: the snapshot's
+``notes`` say which call failed and which fallback was used (and the verdict repeats them).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+from urllib.parse import quote
+
+import httpx
+from confluent_kafka import ConsumerGroupTopicPartitions as GroupPartitions
+from confluent_kafka import KafkaException
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka.admin import AdminClient
+
+# confluent-kafka documents ``confluent_kafka.admin.OffsetSpec`` but neither re-exports it
+# explicitly nor annotates its factory methods: the ignores below cover only that.
+from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]  # isort: skip
+
+from connectops_check.snapshot import (
+    ConnectorKind,
+    Member,
+    PartitionSample,
+    Sample,
+    Snapshot,
+    TaskInfo,
+    TopicPartition,
+    WindowStartOffset,
+)
+
+MIRROR_SOURCE_SUFFIX = "MirrorSourceConnector"
+REQUEST_TIMEOUT_S = 15.0
+LATEST: OffsetSpec = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+EARLIEST: OffsetSpec = OffsetSpec.earliest()  # type: ignore[no-untyped-call]
+
+
+class OffsetAnswer(NamedTuple):
+    offset: int
+    timestamp: int
+
+
+class CollectionError(RuntimeError):
+    """Collection cannot produce a snapshot at all (unknown connector, unreachable worker)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectorInfo:
+    name: str
+    type: str
+    config: dict[str, str]
+    state: str
+    tasks: list[TaskInfo]
+
+    @property
+    def connector_class(self) -> str:
+        return self.config.get("connector.class", "")
+
+    @property
+    def kind(self) -> ConnectorKind:
+        if self.type == "sink":
+            return ConnectorKind.SINK
+        if self.connector_class.endswith(MIRROR_SOURCE_SUFFIX):
+            return ConnectorKind.MIRROR_SOURCE
+        return ConnectorKind.SOURCE
+
+
+class ConnectRest:
+    """The few Connect REST calls a check needs; names are path-encoded (``/`` included)."""
+
+    def __init__(self, url: str, timeout_s: float = 10.0, retries: int = 5) -> None:
+        self._http = httpx.Client(base_url=url.rstrip("/"), timeout=timeout_s)
+        self._retries = retries
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _get(self, path: str) -> httpx.Response:
+        """GET, retrying 409: Connect answers 409 while its worker group rebalances."""
+        for attempt in range(self._retries):
+            response = self._http.get(path)
+            if response.status_code != 409:
+                return response
+            time.sleep(0.5 * (attempt + 1))
+        return response
+
+    def _json(self, path: str) -> Any:
+        response = self._get(path)
+        if response.status_code == 404:
+            raise CollectionError(f"Connect REST {path}: 404 {response.text.strip()}")
+        response.raise_for_status()
+        return response.json()
+
+    def info(self, name: str) -> ConnectorInfo:
+        base = f"/connectors/{quote(name, safe='')}"
+        connector = self._json(base)
+        status = self._json(f"{base}/status")
+        return ConnectorInfo(
+            name=name,
+            type=str(connector.get("type") or status.get("type") or ""),
+            config={str(k): str(v) for k, v in connector.get("config", {}).items()},
+            state=str(status.get("connector", {}).get("state", "")),
+            tasks=parse_task_status(status),
+        )
+
+    def task_configs(self, name: str) -> list[dict[str, Any]]:
+        tasks = self._json(f"/connectors/{quote(name, safe='')}/tasks")
+        return list(tasks) if isinstance(tasks, list) else []
+
+    def offsets(self, name: str) -> dict[str, Any] | None:
+        """KIP-875 offsets, or None when the worker predates them (Connect < 3.5)."""
+        response = self._get(f"/connectors/{quote(name, safe='')}/offsets")
+        if response.status_code in (404, 405) and "offsets" not in response.text:
+            return None
+        response.raise_for_status()
+        payload = response.json()
+        return payload if isinstance(payload, dict) else None
+
+
+def parse_task_status(status: Mapping[str, Any]) -> list[TaskInfo]:
+    return sorted(
+        (
+            TaskInfo(
+                task_id=int(t["id"]),
+                worker_id=str(t.get("worker_id", "")),
+                state=str(t.get("state", "")),
+                trace=t.get("trace"),
+            )
+            for t in status.get("tasks", [])
+        ),
+        key=lambda t: t.task_id,
+    )
+
+
+def parse_mirror_offsets(payload: Mapping[str, Any]) -> dict[TopicPartition, int]:
+    """MirrorSourceConnector offsets: partition ``{cluster, topic, partition}``, offset ``{offset}``.
+
+    Entries of other shapes (a checkpoint or heartbeat partition, a null offset) are skipped:
+    they are not replication positions.
+    """
+    stored: dict[TopicPartition, int] = {}
+    for entry in payload.get("offsets", []):
+        part, off = entry.get("partition") or {}, entry.get("offset") or {}
+        if "topic" in part and "partition" in part and off.get("offset") is not None:
+            stored[TopicPartition(str(part["topic"]), int(part["partition"]))] = int(off["offset"])
+    return stored
+
+
+def parse_assigned_partitions(value: str) -> list[TopicPartition]:
+    """MM2's ``task.assigned.partitions``: comma-separated ``TopicPartition.toString()``, i.e.
+    ``<topic>-<partition>``; the topic may itself contain dashes, the partition is the last part."""
+    out: list[TopicPartition] = []
+    for item in value.split(","):
+        topic, _, number = item.strip().rpartition("-")
+        if topic and number.isdigit():
+            out.append(TopicPartition(topic, int(number)))
+    return out
+
+
+def task_id_from_client_id(connector: str, client_id: str) -> int | None:
+    """A sink task's consumer is named ``connector-consumer-<connector>-<task>`` by the worker."""
+    prefix = f"connector-consumer-{connector}-"
+    rest = client_id[len(prefix) :] if client_id.startswith(prefix) else ""
+    return int(rest) if rest.isdigit() else None
+
+
+def sink_topics(config: Mapping[str, str], available: Iterable[str]) -> list[str]:
+    """The topics a sink reads: its ``topics`` list, or the ``topics.regex`` matches.
+
+    The regex must match the whole name (Java's ``Matcher.matches``); topics whose name
+    starts with ``__`` are broker-internal and excluded, as the consumer excludes them.
+    """
+    listed = [t.strip() for t in config.get("topics", "").split(",") if t.strip()]
+    if listed:
+        return listed
+    pattern = config.get("topics.regex", "")
+    if not pattern:
+        return []
+    regex = re.compile(pattern)
+    return sorted(t for t in available if not t.startswith("__") and regex.fullmatch(t))
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class _Kafka:
+    """One admin client and the offsets calls, each returning None on an unsupported API."""
+
+    def __init__(self, bootstrap: str, client_config: Mapping[str, str] | None, notes: list[str], label: str):
+        conf: dict[str, str | int | float | bool] = {"bootstrap.servers": bootstrap, **(client_config or {})}
+        self.admin = AdminClient(conf)
+        self.notes = notes
+        self.label = label
+
+    def _note(self, call: str, error: BaseException) -> None:
+        message = f"{self.label}: {call} failed: {error}"
+        if message not in self.notes:
+            self.notes.append(message)
+
+    def partitions(self, topics: list[str] | None) -> tuple[list[str], list[TopicPartition]]:
+        """All topic names on the cluster, and the partitions of ``topics`` (None: none)."""
+        metadata = self.admin.list_topics(timeout=REQUEST_TIMEOUT_S)
+        names = sorted(metadata.topics)
+        found: list[TopicPartition] = []
+        for topic in topics or []:
+            meta = metadata.topics.get(topic)
+            if meta is None or meta.error is not None:
+                self.notes.append(
+                    f"{self.label}: topic {topic} not found: {None if meta is None else meta.error}"
+                )
+                continue
+            found.extend(TopicPartition(topic, p) for p in sorted(meta.partitions))
+        return names, found
+
+    def list_offsets(
+        self, partitions: list[TopicPartition], spec: OffsetSpec, call: str
+    ) -> dict[TopicPartition, OffsetAnswer] | None:
+        if not partitions:
+            return {}
+        request = {KafkaTopicPartition(tp.topic, tp.partition): spec for tp in partitions}
+        try:
+            futures = self.admin.list_offsets(request, request_timeout=REQUEST_TIMEOUT_S)
+            answers = {ktp: f.result(timeout=REQUEST_TIMEOUT_S) for ktp, f in futures.items()}
+        except (KafkaException, NotImplementedError, TimeoutError) as error:
+            self._note(call, error)
+            return None
+        return {
+            TopicPartition(ktp.topic, ktp.partition): OffsetAnswer(int(a.offset), int(a.timestamp))
+            for ktp, a in answers.items()
+        }
+
+    def log_offsets(
+        self, partitions: list[TopicPartition], spec: OffsetSpec, call: str
+    ) -> dict[TopicPartition, int] | None:
+        found = self.list_offsets(partitions, spec, call)
+        return None if found is None else {tp: a.offset for tp, a in found.items()}
+
+    def committed(
+        self, group: str, partitions: list[TopicPartition]
+    ) -> dict[TopicPartition, int | None] | None:
+        request = [GroupPartitions(group, [KafkaTopicPartition(tp.topic, tp.partition) for tp in partitions])]
+        try:
+            result = self.admin.list_consumer_group_offsets(request, request_timeout=REQUEST_TIMEOUT_S)[group]
+            answer = result.result(timeout=REQUEST_TIMEOUT_S)
+        except (KafkaException, NotImplementedError, TimeoutError) as error:
+            self._note(f"list_consumer_group_offsets({group})", error)
+            return None
+        out: dict[TopicPartition, int | None] = {}
+        for ktp in answer.topic_partitions or []:
+            # librdkafka reports "nothing committed" as OFFSET_INVALID (-1001)
+            ok = ktp.error is None and ktp.offset is not None and ktp.offset >= 0
+            out[TopicPartition(ktp.topic, ktp.partition)] = int(ktp.offset) if ok else None
+        return out
+
+    def members(self, group: str, connector: str) -> list[Member] | None:
+        try:
+            future = self.admin.describe_consumer_groups([group], request_timeout=REQUEST_TIMEOUT_S)[group]
+            description = future.result(timeout=REQUEST_TIMEOUT_S)
+        except (KafkaException, NotImplementedError, TimeoutError) as error:
+            self._note(f"describe_consumer_groups({group})", error)
+            return None
+        if not description.members and _state_name(description.state) in ACTIVE_GROUP_STATES:
+            # Kafka never has an active group without members; a broker answering so does not
+            # report membership (Tansu 0.6 does this), which is "unknown", not "nobody".
+            self.notes.append(
+                f"{self.label}: describe_consumer_groups({group}) reported state "
+                f"{_state_name(description.state)} with no members: membership unknown"
+            )
+            return None
+        members: list[Member] = []
+        for m in description.members or []:
+            assigned = m.assignment.topic_partitions if m.assignment is not None else []
+            members.append(
+                Member(
+                    member_id=str(m.member_id),
+                    client_id=str(m.client_id),
+                    host=str(m.host),
+                    task_id=task_id_from_client_id(connector, str(m.client_id)),
+                    assignment=sorted(TopicPartition(tp.topic, tp.partition) for tp in assigned),
+                )
+            )
+        return sorted(members, key=lambda m: m.member_id)
+
+
+ACTIVE_GROUP_STATES = frozenset({"STABLE", "PREPARING_REBALANCE", "COMPLETING_REBALANCE"})
+
+
+def _state_name(state: object) -> str:
+    """``ConsumerGroupState.STABLE`` -> ``STABLE`` (the enum's name, whatever its type)."""
+    return str(getattr(state, "name", state)).upper()
+
+
+def collect_snapshot(
+    bootstrap: str,
+    connect_url: str,
+    connector: str,
+    samples: int,
+    interval_s: float,
+    client_config: Mapping[str, str] | None = None,
+    *,
+    source_bootstrap: str | None = None,
+    source_client_config: Mapping[str, str] | None = None,
+    window_start_ms: int | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Snapshot:
+    """Samples a connector ``samples`` times, ``interval_s`` apart, and returns the snapshot.
+
+    ``bootstrap`` is the cluster a sink reads (unused for MirrorMaker 2, whose log-ends come
+    from ``source_bootstrap`` or its ``source.cluster.bootstrap.servers``). ``window_start_ms``
+    starts the traffic window (default: the first sample).
+    """
+    if samples < 1:
+        raise ValueError("samples must be at least 1")
+    rest = ConnectRest(connect_url)
+    try:
+        info = rest.info(connector)
+        snapshot = Snapshot(
+            connector=connector,
+            kind=info.kind,
+            connector_class=info.connector_class,
+            connector_state=info.state,
+            tasks=info.tasks,
+        )
+        if info.kind is ConnectorKind.SINK:
+            _collect_sink(
+                snapshot, info, bootstrap, client_config, samples, interval_s, window_start_ms, sleep
+            )
+        elif info.kind is ConnectorKind.MIRROR_SOURCE:
+            _collect_mirror(
+                snapshot,
+                info,
+                rest,
+                source_bootstrap or info.config.get("source.cluster.bootstrap.servers"),
+                source_client_config,
+                samples,
+                interval_s,
+                window_start_ms,
+                sleep,
+            )
+        else:
+            snapshot.not_applicable_reason = (
+                f"{info.connector_class or 'this source connector'} keeps connector-defined offsets in the "
+                "Connect offsets topic; there is no broker-side log-end to measure its lag against"
+            )
+        if snapshot.samples:
+            # Task states at the END of the window decide which owners count as alive.
+            final = rest.info(connector)
+            snapshot.connector_state, snapshot.tasks = final.state, final.tasks
+    except httpx.HTTPError as error:
+        raise CollectionError(f"Connect REST at {connect_url}: {error}") from error
+    finally:
+        rest.close()
+    return snapshot
+
+
+def _sampling(samples: int, interval_s: float, sleep: Callable[[float], None]) -> Iterable[int]:
+    """Yields sample numbers at a fixed cadence (start to start), whatever each sample costs."""
+    start = time.monotonic()
+    for i in range(samples):
+        if i:
+            sleep(max(0.0, start + i * interval_s - time.monotonic()))
+        yield i
+
+
+def _collect_sink(
+    snapshot: Snapshot,
+    info: ConnectorInfo,
+    bootstrap: str,
+    client_config: Mapping[str, str] | None,
+    samples: int,
+    interval_s: float,
+    window_start_ms: int | None,
+    sleep: Callable[[float], None],
+) -> None:
+    group = info.config.get("consumer.override.group.id") or f"connect-{info.name}"
+    snapshot.group_id = group
+    kafka = _Kafka(bootstrap, client_config, snapshot.notes, "kafka")
+    names, _ = kafka.partitions(None)
+    topics = sink_topics(info.config, names)
+    _, partitions = kafka.partitions(topics)
+    if not partitions:
+        snapshot.not_applicable_reason = f"the sink's topics {topics} have no partitions on {bootstrap}"
+        return
+    for _ in _sampling(samples, interval_s, sleep):
+        ts = now_ms()
+        # committed first, log-end second: a commit racing the sample can only overstate lag
+        committed = kafka.committed(group, partitions)
+        if committed is None:
+            snapshot.not_applicable_reason = f"committed offsets of group {group} could not be read"
+            snapshot.samples.clear()
+            return
+        ends = kafka.log_offsets(partitions, LATEST, "list_offsets(latest)")
+        if ends is None:
+            snapshot.not_applicable_reason = f"log-end offsets could not be read from {bootstrap}"
+            snapshot.samples.clear()
+            return
+        starts = kafka.log_offsets(partitions, EARLIEST, "list_offsets(earliest)") or {}
+        snapshot.samples.append(
+            Sample(
+                ts_ms=ts,
+                partitions=[
+                    PartitionSample(
+                        tp.topic,
+                        tp.partition,
+                        ends[tp],
+                        committed=committed.get(tp),
+                        log_start=starts.get(tp),
+                    )
+                    for tp in partitions
+                    if tp in ends
+                ],
+            )
+        )
+    snapshot.members = kafka.members(group, info.name)
+    _window_start(snapshot, kafka, partitions, window_start_ms)
+
+
+def _collect_mirror(
+    snapshot: Snapshot,
+    info: ConnectorInfo,
+    rest: ConnectRest,
+    source_bootstrap: str | None,
+    source_client_config: Mapping[str, str] | None,
+    samples: int,
+    interval_s: float,
+    window_start_ms: int | None,
+    sleep: Callable[[float], None],
+) -> None:
+    if not source_bootstrap:
+        snapshot.not_applicable_reason = (
+            "MirrorMaker 2 lag needs the source cluster: no source.cluster.bootstrap.servers in the "
+            "connector config and none given"
+        )
+        return
+    members = [
+        Member(
+            member_id=f"{info.name}-{i}",
+            client_id=f"{info.name}-{i}",
+            task_id=int(t.get("id", {}).get("task", i)),
+            assignment=parse_assigned_partitions(
+                str(t.get("config", {}).get("task.assigned.partitions", ""))
+            ),
+        )
+        for i, t in enumerate(rest.task_configs(info.name))
+    ]
+    kafka = _Kafka(source_bootstrap, source_client_config, snapshot.notes, "source cluster")
+    known: set[TopicPartition] = {tp for m in members for tp in m.assignment}
+    for _ in _sampling(samples, interval_s, sleep):
+        ts = now_ms()
+        payload = rest.offsets(info.name)
+        if payload is None:
+            snapshot.not_applicable_reason = (
+                "GET /connectors/{name}/offsets is not available on this worker (Kafka Connect < 3.5, "
+                "KIP-875): MirrorMaker 2 positions cannot be read"
+            )
+            snapshot.samples.clear()
+            return
+        stored = parse_mirror_offsets(payload)
+        known |= set(stored)
+        partitions = sorted(known)
+        ends = kafka.log_offsets(partitions, LATEST, "list_offsets(latest)")
+        if ends is None:
+            snapshot.not_applicable_reason = f"log-end offsets could not be read from {source_bootstrap}"
+            snapshot.samples.clear()
+            return
+        starts = kafka.log_offsets(partitions, EARLIEST, "list_offsets(earliest)") or {}
+        snapshot.samples.append(
+            Sample(
+                ts_ms=ts,
+                partitions=[
+                    PartitionSample(
+                        tp.topic, tp.partition, ends[tp], stored=stored.get(tp), log_start=starts.get(tp)
+                    )
+                    for tp in partitions
+                    if tp in ends
+                ],
+            )
+        )
+    if not known:
+        snapshot.not_applicable_reason = "MirrorMaker 2 has no assigned partitions and no stored offsets yet"
+        snapshot.samples.clear()
+        return
+    snapshot.members = members
+    _window_start(snapshot, kafka, sorted(known), window_start_ms)
+
+
+def _window_start(
+    snapshot: Snapshot, kafka: _Kafka, partitions: list[TopicPartition], window_start_ms: int | None
+) -> None:
+    """Offsets at the traffic window's start.
+
+    By default the window is the sampling span, and the first sample's log-end offsets ARE
+    the offsets at its start (the metrics use them when no window-start offsets are stored):
+    measured, not looked up. Asking ListOffsets by timestamp would trust producer-set record
+    timestamps, which are event times for many producers. Only a window reaching back before
+    the first sample needs the timestamp lookup.
+
+    ListOffsets by timestamp answers offset -1 / timestamp -1 when no record is at or after the
+    timestamp: nothing arrived since, so the window starts at the last log-end. Any answer
+    without a timestamp is taken as that "not found": a found record always has one.
+    """
+    first = snapshot.samples[0].ts_ms
+    snapshot.window_start_ms = first if window_start_ms is None else min(window_start_ms, first)
+    if snapshot.window_start_ms >= first:
+        return
+    start = snapshot.window_start_ms
+    found = kafka.list_offsets(
+        partitions, OffsetSpec.for_timestamp(start), f"list_offsets(timestamp={start})"
+    )
+    if found is None:
+        snapshot.notes.append(
+            "traffic window falls back to the first sample: offsets by timestamp unavailable"
+        )
+        snapshot.window_start_ms = first
+        return
+    last = {(p.topic, p.partition): p.log_end for p in snapshot.samples[-1].partitions}
+    snapshot.window_start_offsets = [
+        WindowStartOffset(
+            tp.topic, tp.partition, a.offset if a.offset >= 0 and a.timestamp >= 0 else last[key]
+        )
+        for tp, a in sorted(found.items())
+        if (key := (tp.topic, tp.partition)) in last
+    ]

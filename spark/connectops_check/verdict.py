@@ -1,0 +1,353 @@
+"""Thresholds applied to the metric results: the verdict document the operator reads back.
+
+Why thresholds live here and not in the engines: they apply to small summaries (per topic,
+per member), so one Python implementation serves the Spark job and the pandas reference alike.
+
+Verdict levels, worst reason wins:
+- ``UNHEALTHY``: Burrow rolls the connector up to ERR (a partition is STOP, STALL or REWIND),
+  or the connector or one of its tasks is FAILED.
+- ``DEGRADED``: Burrow WARN; total lag above ``maxLag``; a topic's traffic skew (max/mean)
+  above ``maxSkew`` or Gini above ``maxGini``; members outside the assignment bounds; the
+  RangeAssignor pattern; partitions nobody holds while the group has members.
+- ``HEALTHY``: none of the above. ``INFO`` reasons never change the level.
+- ``NOT_APPLICABLE``: nothing broker-side to measure (a non-MirrorMaker source connector, a
+  connector with no partitions, or a collection that could not read the offsets).
+
+Every reason is ``{"severity", "code", "message"}`` so the operator can act on codes and a
+human can read messages.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from connectops_check.results import MemberLoad, MetricResults, PartitionLag, TrafficStats, rollup
+from connectops_check.snapshot import ConnectorKind, Snapshot
+
+SCHEMA = "connectops.check/v1"
+
+#: Share of members that counts as "a minority" for the RangeAssignor pattern, and the share
+#: of partitions that minority must hold to be flagged.
+RANGE_MEMBER_SHARE = 0.2
+RANGE_PARTITION_SHARE = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Thresholds and evaluation knobs.
+
+    ``min_traffic``: a topic's balance is judged only when it received at least this many
+    records in the window, because a handful of records says nothing about skew.
+    ``window``: Burrow's ring size (Burrow's default, 10). ``top_n`` bounds per-partition lists.
+    """
+
+    max_lag: int = 10_000
+    max_skew: float = 2.0
+    max_gini: float = 0.4
+    assignment_threshold: float = 1.10
+    min_traffic: int = 100
+    window: int = 10
+    top_n: int = 20
+
+    def __post_init__(self) -> None:
+        if self.window < 1 or self.top_n < 1:
+            raise ValueError("window and top_n must be at least 1")
+        if self.assignment_threshold < 1.0:
+            raise ValueError("assignment_threshold is a ratio to the mean, at least 1.0")
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "maxLag": self.max_lag,
+            "maxSkew": self.max_skew,
+            "maxGini": self.max_gini,
+            "assignmentThreshold": self.assignment_threshold,
+            "minTraffic": self.min_traffic,
+            "window": self.window,
+            "topN": self.top_n,
+        }
+
+
+class _Reasons:
+    def __init__(self) -> None:
+        self.items: list[dict[str, str]] = []
+
+    def add(self, severity: str, code: str, message: str) -> None:
+        self.items.append({"severity": severity, "code": code, "message": message})
+
+    def level(self) -> str:
+        severities = {r["severity"] for r in self.items}
+        if "UNHEALTHY" in severities:
+            return "UNHEALTHY"
+        if "DEGRADED" in severities:
+            return "DEGRADED"
+        return "HEALTHY"
+
+
+def assignment_balance(members: list[MemberLoad], threshold: float) -> dict[str, Any]:
+    """Partitions per member against Cruise Control's count-goal bounds.
+
+    Cruise Control calls a count balanced while every broker lies within
+    ``[floor(mean * (2 - t)), ceil(mean * t)]``; integer bounds matter, since 10 partitions
+    over 3 members cannot do better than 4/3/3 (max/mean 1.2) and must not be flagged. A tiny
+    epsilon keeps ``10 * 1.1`` from rounding up to 12.
+
+    RangeAssignor pattern: with at least 2 members, an unbalanced assignment where the top
+    ``ceil(20%)`` of members hold more than half of the partitions. RangeAssignor deals each
+    topic's partitions out in member order, so across topics whose partition counts are not
+    multiples of the member count the same first members keep receiving the extras.
+    """
+    n = len(members)
+    counts = sorted((m.partitions for m in members), reverse=True)
+    total = sum(counts)
+    mean = total / n if n else 0.0
+    upper = math.ceil(mean * threshold - 1e-9)
+    lower = max(0, math.floor(mean * (2.0 - threshold) + 1e-9))
+    balanced = all(lower <= c <= upper for c in counts)
+    top_k = math.ceil(RANGE_MEMBER_SHARE * n)
+    top_share = sum(counts[:top_k]) / total if total else 0.0
+    return {
+        "members": n,
+        "assignedPartitions": total,
+        "mean": mean,
+        "max": counts[0] if counts else 0,
+        "min": counts[-1] if counts else 0,
+        "maxOverMean": counts[0] / mean if mean else None,
+        "upperLimit": upper,
+        "lowerLimit": lower,
+        "balanced": balanced,
+        "topMembers": top_k,
+        "topMembersShare": top_share,
+        "rangeAssignorPattern": n >= 2 and not balanced and top_share > RANGE_PARTITION_SHARE,
+        "perMember": [
+            {
+                "memberId": m.member_id,
+                "clientId": m.client_id,
+                "taskId": m.task_id,
+                "partitions": m.partitions,
+            }
+            for m in members
+        ],
+    }
+
+
+def build(snapshot: Snapshot, results: MetricResults | None, settings: Settings) -> dict[str, Any]:
+    """The verdict document. ``results`` is None when there was nothing to compute."""
+    reasons = _Reasons()
+    doc: dict[str, Any] = {
+        "schema": SCHEMA,
+        "connector": snapshot.connector,
+        "kind": snapshot.kind.value,
+        "connectorClass": snapshot.connector_class,
+        "verdict": "NOT_APPLICABLE",
+        "reasons": reasons.items,
+        "headline": {},
+        "lag": None,
+        "balance": None,
+        "tasks": {
+            "connectorState": snapshot.connector_state,
+            "tasks": [asdict(t) for t in snapshot.tasks],
+        },
+        "collection": {
+            "samples": len(snapshot.samples),
+            "firstSampleMs": min((s.ts_ms for s in snapshot.samples), default=None),
+            "lastSampleMs": max((s.ts_ms for s in snapshot.samples), default=None),
+            "windowStartMs": snapshot.window_start_ms,
+            "groupId": snapshot.group_id,
+            "notes": list(snapshot.notes),
+        },
+        "settings": settings.as_json(),
+    }
+    _task_reasons(snapshot, reasons)
+    not_applicable = _not_applicable(snapshot, results)
+    if not_applicable is not None:
+        reasons.add("INFO", not_applicable[0], not_applicable[1])
+        return doc
+    assert results is not None  # _not_applicable returns a reason when results is None
+    lag = _lag_block(results, settings, reasons)
+    balance = _balance_block(snapshot, results, settings, reasons)
+    doc["lag"] = lag
+    doc["balance"] = balance
+    skews = [t["maxOverMean"] for t in balance["traffic"]["topics"] if t["evaluated"]]
+    ginis = [t["gini"] for t in balance["traffic"]["topics"] if t["evaluated"]]
+    assignment = balance["assignment"]
+    doc["headline"] = {
+        "totalLag": results.total_lag,
+        "maxPartitionLag": results.max_partition_lag,
+        "burrowStatus": lag["burrow"]["status"],
+        "worstPartitionStatus": lag["burrow"]["worstPartitionStatus"],
+        "partitions": results.partitions,
+        "maxTrafficSkew": max(skews, default=None),
+        "maxGini": max(ginis, default=None),
+        "assignmentMaxOverMean": None if assignment is None else assignment["maxOverMean"],
+        "members": None if assignment is None else assignment["members"],
+    }
+    doc["verdict"] = reasons.level()
+    return doc
+
+
+def _not_applicable(snapshot: Snapshot, results: MetricResults | None) -> tuple[str, str] | None:
+    if snapshot.kind is ConnectorKind.SOURCE:
+        return (
+            "SOURCE_CONNECTOR",
+            snapshot.not_applicable_reason
+            or f"{snapshot.connector_class or 'source connector'}: its offsets are connector-defined "
+            "positions kept in the Connect offsets topic, with no broker-side log-end to measure lag against",
+        )
+    if snapshot.not_applicable_reason:
+        return ("NOT_MEASURABLE", snapshot.not_applicable_reason)
+    if results is None or results.partitions == 0:
+        return ("NO_PARTITIONS", "no topic partitions were found for this connector, nothing to measure")
+    return None
+
+
+def _task_reasons(snapshot: Snapshot, reasons: _Reasons) -> None:
+    if snapshot.connector_state == "FAILED":
+        reasons.add("UNHEALTHY", "CONNECTOR_FAILED", f"connector {snapshot.connector} is FAILED")
+    failed = sorted(t.task_id for t in snapshot.tasks if t.state == "FAILED")
+    if failed:
+        reasons.add("UNHEALTHY", "TASK_FAILED", f"tasks {failed} are FAILED")
+    if snapshot.connector_state in ("PAUSED", "STOPPED"):
+        reasons.add(
+            "INFO",
+            "CONNECTOR_NOT_RUNNING",
+            f"connector is {snapshot.connector_state}: lag grows while it does not run",
+        )
+
+
+def _lag_block(results: MetricResults, settings: Settings, reasons: _Reasons) -> dict[str, Any]:
+    worst = results.worst_status
+    status = rollup(worst)
+    counts = {k: v for k, v in sorted(results.status_counts.items()) if v}
+    if status == "ERR":
+        bad = {k: v for k, v in counts.items() if k in ("STOP", "STALL", "REWIND")}
+        reasons.add("UNHEALTHY", "BURROW_ERR", f"Burrow-style evaluation is ERR: partitions {bad}")
+    elif status == "WARN":
+        reasons.add(
+            "DEGRADED",
+            "BURROW_WARN",
+            f"lag never decreased over the window on {counts.get('WARN', 0)} partitions",
+        )
+    if results.total_lag > settings.max_lag:
+        reasons.add(
+            "DEGRADED", "LAG_ABOVE_MAX", f"total lag {results.total_lag} exceeds maxLag {settings.max_lag}"
+        )
+    uncommitted = sum(v for k, v in results.basis_counts.items() if k != "committed")
+    if uncommitted:
+        reasons.add(
+            "INFO",
+            "NO_COMMITTED_OFFSET",
+            f"{uncommitted} partitions have no committed offset: their lag is measured from "
+            f"{sorted(k for k in results.basis_counts if k != 'committed')}",
+        )
+    return {
+        "total": results.total_lag,
+        "maxPartition": results.max_partition_lag,
+        "series": [{"tsMs": ts, "totalLag": lag} for ts, lag in results.lag_series],
+        "basisCounts": dict(sorted(results.basis_counts.items())),
+        "topPartitions": [_partition(p) for p in results.top_lag],
+        "burrow": {
+            "status": status,
+            "worstPartitionStatus": worst.value,
+            "statusCounts": counts,
+            "nonOkPartitions": [_partition(p) for p in results.non_ok],
+            "nonOkTruncated": max(0, sum(v for k, v in counts.items() if k != "OK") - len(results.non_ok)),
+        },
+    }
+
+
+def _balance_block(
+    snapshot: Snapshot, results: MetricResults, settings: Settings, reasons: _Reasons
+) -> dict[str, Any]:
+    topics = [_topic(t, settings) for t in results.traffic_topics]
+    for t in topics:
+        if not t["evaluated"]:
+            continue
+        if t["maxOverMean"] > settings.max_skew:
+            reasons.add(
+                "DEGRADED",
+                "TRAFFIC_SKEW",
+                f"topic {t['topic']}: busiest partition carries {t['maxOverMean']:.2f}x the mean "
+                f"traffic (maxSkew {settings.max_skew})",
+            )
+        if t["gini"] > settings.max_gini:
+            reasons.add(
+                "DEGRADED",
+                "TRAFFIC_GINI",
+                f"topic {t['topic']}: traffic Gini {t['gini']:.3f} exceeds maxGini {settings.max_gini}",
+            )
+    quiet = [t["topic"] for t in topics if not t["evaluated"] and t["partitions"] > 1]
+    if quiet:
+        reasons.add(
+            "INFO",
+            "LOW_TRAFFIC",
+            f"balance not judged for {len(quiet)} topics with fewer than {settings.min_traffic} records "
+            "in the window",
+        )
+    assignment: dict[str, Any] | None = None
+    if snapshot.members is None:
+        reasons.add(
+            "INFO", "OWNERSHIP_UNKNOWN", "member assignments were not collected; see collection notes"
+        )
+    else:
+        assignment = assignment_balance(results.members, settings.assignment_threshold)
+        assignment["unassignedPartitions"] = results.unassigned_partitions
+        if assignment["members"] == 0:
+            reasons.add("INFO", "NO_MEMBERS", "no consumer holds any partition (no group members or tasks)")
+        else:
+            if not assignment["balanced"]:
+                reasons.add(
+                    "DEGRADED",
+                    "ASSIGNMENT_UNBALANCED",
+                    f"partitions per member range {assignment['min']}..{assignment['max']}, outside "
+                    f"[{assignment['lowerLimit']}, {assignment['upperLimit']}] "
+                    f"(mean {assignment['mean']:.2f}, threshold {settings.assignment_threshold})",
+                )
+            if assignment["rangeAssignorPattern"]:
+                reasons.add(
+                    "DEGRADED",
+                    "RANGE_ASSIGNOR_PATTERN",
+                    f"top {assignment['topMembers']} of {assignment['members']} members hold "
+                    f"{assignment['topMembersShare']:.0%} of the partitions",
+                )
+            if results.unassigned_partitions:
+                reasons.add(
+                    "DEGRADED",
+                    "UNASSIGNED_PARTITIONS",
+                    f"{results.unassigned_partitions} partitions are held by no member",
+                )
+    return {
+        "traffic": {
+            "windowStartMs": snapshot.window_start_ms,
+            "overall": None if results.traffic_overall is None else _topic(results.traffic_overall, settings),
+            "topics": topics,
+        },
+        "assignment": assignment,
+    }
+
+
+def _partition(p: PartitionLag) -> dict[str, Any]:
+    return {
+        "topic": p.topic,
+        "partition": p.partition,
+        "lag": p.lag,
+        "basis": p.basis,
+        "status": p.status,
+        "complete": p.complete,
+    }
+
+
+def _topic(t: TrafficStats, settings: Settings) -> dict[str, Any]:
+    return {
+        "topic": t.topic,
+        "partitions": t.partitions,
+        "total": t.total,
+        "mean": t.mean,
+        "max": t.max,
+        "min": t.min,
+        "maxOverMean": t.max_over_mean,
+        "cv": t.cv,
+        "gini": t.gini,
+        "evaluated": t.partitions > 1 and t.total >= settings.min_traffic and t.max_over_mean is not None,
+    }

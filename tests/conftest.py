@@ -1,0 +1,165 @@
+"""Session fixtures for the real test servers (see tests/env/servers.py).
+
+Servers start lazily: only tests that request ``kube``, ``kafka``, ``connect`` or
+``connect_factory`` (directly or through other fixtures) start them, once per session, so unit
+tests stay fast. Such tests are marked ``e2e`` automatically (``-m "not e2e"`` deselects them).
+When the provisioned binaries are missing the fixtures fail, never skip: a silently skipped
+end-to-end suite looks green.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import kubernetes
+import pytest
+
+# `.venv/bin/pytest` does not put the repository root on sys.path; tests import `tests.env.servers`
+# (the same module `python -m tests.env.servers` runs), so make that importable.
+_REPO_ROOT = str(Path(__file__).resolve().parent.parent)
+if _REPO_ROOT not in sys.path:
+    sys.path.insert(0, _REPO_ROOT)
+
+from tests.env.servers import (  # noqa: E402
+    ConnectFactory,
+    ConnectWorker,
+    KubeAPI,
+    MissingTestEnvError,
+    ServerStartError,
+    Tansu,
+)
+
+SERVER_FIXTURES = frozenset({"kube", "kube_client", "kafka", "connect", "connect_factory"})
+
+# Servers this session started, for the startup-time summary at the end of the run.
+_started: list[KubeAPI | Tansu | ConnectWorker] = []
+
+_T = TypeVar("_T")
+
+
+def _start_or_fail(start: Callable[[], _T]) -> _T:
+    try:
+        return start()
+    except MissingTestEnvError as exc:
+        message = f"test environment not provisioned: {exc}"
+    except ServerStartError as exc:
+        message = f"test server failed to start: {exc}"
+    # Outside the except blocks, so the report shows the message, not a chained traceback.
+    pytest.fail(message, pytrace=False)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if not _started:
+        return
+    terminalreporter.section("test servers: startup seconds")
+    for server in _started:
+        name = server.workdir.name
+        if isinstance(server, ConnectWorker):
+            runs = ", ".join(f"rest {r['rest']:.1f} ready {r['ready']:.1f}" for r in server.startup_seconds)
+            terminalreporter.write_line(f"{name}: {runs}")
+        else:
+            timings = ", ".join(f"{k} {v:.1f}" for k, v in server.startup_seconds.items())
+            terminalreporter.write_line(f"{name}: {timings}")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if SERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.e2e)
+
+
+@pytest.fixture(scope="session")
+def testenv_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Working directory of the session's servers (their data and logs)."""
+    return tmp_path_factory.mktemp("testenv")
+
+
+@pytest.fixture(scope="session")
+def kube(testenv_root: Path) -> Iterator[KubeAPI]:
+    """etcd + kube-apiserver 1.20; KUBECONFIG points at its admin kubeconfig for the session."""
+    api = _start_or_fail(KubeAPI(testenv_root).start)
+    _started.append(api)
+    previous = os.environ.get("KUBECONFIG")
+    # kopf and kubernetes.config.load_kube_config() read KUBECONFIG when they log in.
+    os.environ["KUBECONFIG"] = str(api.kubeconfig_path)
+    try:
+        yield api
+    finally:
+        if previous is None:
+            os.environ.pop("KUBECONFIG", None)
+        else:
+            os.environ["KUBECONFIG"] = previous
+        api.stop()
+
+
+@pytest.fixture(scope="session")
+def kube_client(kube: KubeAPI) -> Iterator[kubernetes.client.ApiClient]:
+    """A kubernetes ``ApiClient`` logged in as the admin user."""
+    # Through the kubeconfig on purpose: it is what kopf and the operator consume.
+    # Any: this loader and ApiClient.close() are not annotated in the kubernetes package.
+    client: Any = kubernetes.config.new_client_from_config(  # type: ignore[no-untyped-call]
+        config_file=str(kube.kubeconfig_path)
+    )
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+@pytest.fixture(scope="session")
+def kafka(testenv_root: Path) -> Iterator[Tansu]:
+    """A Tansu broker (Kafka protocol, in-memory storage)."""
+    broker = _start_or_fail(Tansu(testenv_root).start)
+    _started.append(broker)
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+@pytest.fixture(scope="session")
+def connect_factory(testenv_root: Path, kafka: Tansu) -> Iterator[ConnectFactory]:
+    """Start extra, independent Connect worker groups on the session broker; all stop at the end."""
+    workers: list[ConnectWorker] = []
+
+    def make(
+        name: str | None = None,
+        *,
+        override_policy: str = "All",
+        offset_partitions: int = 25,
+        extra_properties: Mapping[str, str] | None = None,
+        plugin_path: Sequence[Path] = (),
+        extra_classpath: Sequence[Path] = (),
+    ) -> ConnectWorker:
+        if name is None:
+            taken = {w.name for w in workers}
+            name = next(f"connect-{i}" for i in range(1, len(workers) + 2) if f"connect-{i}" not in taken)
+        worker = ConnectWorker(
+            testenv_root,
+            kafka.bootstrap,
+            name=name,
+            override_policy=override_policy,
+            offset_partitions=offset_partitions,
+            extra_properties=extra_properties,
+            plugin_path=plugin_path,
+            extra_classpath=extra_classpath,
+        )
+        workers.append(worker)
+        _started.append(worker)
+        return _start_or_fail(worker.start)
+
+    try:
+        yield make
+    finally:
+        for worker in reversed(workers):
+            worker.stop()
+
+
+@pytest.fixture(scope="session")
+def connect(connect_factory: ConnectFactory) -> ConnectWorker:
+    """The session's main Connect worker group (override policy ``All``)."""
+    return connect_factory("connect", override_policy="All")

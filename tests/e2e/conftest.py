@@ -1,0 +1,250 @@
+"""End-to-end fixtures: CRDs applied to the real API server, and the operator running in-process
+through ``kopf.testing.KopfRunner`` against it and the real Connect worker."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import kubernetes
+import pytest
+import yaml
+from kubernetes.client.exceptions import ApiException
+from tests.env.servers import ConnectWorker, KubeAPI
+
+ROOT = Path(__file__).resolve().parents[2]
+GROUP, VERSION = "connectops.io", "v1alpha1"
+
+# The operator reads these at import; tests want fast resyncs and retries.
+OPERATOR_ENV = {
+    "CONNECTOPS_RESYNC_SECONDS": "3",
+    "CONNECTOPS_RETRY_SECONDS": "2",
+    "CONNECTOPS_RETRY_MAX_SECONDS": "5",
+    "CONNECTOPS_SETTLE_SECONDS": "10",
+    "CONNECTOPS_CAPABILITIES_TTL_SECONDS": "5",
+}
+
+
+def wait_for(
+    check: Callable[[], Any], timeout: float = 60.0, what: str = "condition", interval: float = 0.5
+) -> Any:
+    """Poll ``check`` until it returns something truthy; fail with ``what`` and the last value."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = check()
+        except (ApiException, httpx.HTTPError) as exc:
+            last = exc
+        else:
+            if last:
+                return last
+        time.sleep(interval)
+    pytest.fail(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
+
+
+@pytest.fixture(scope="session")
+def crds(kube: KubeAPI, kube_client: Any) -> None:
+    ext = kubernetes.client.ApiextensionsV1Api(kube_client)
+    for path in sorted((ROOT / "crds").glob("*.yaml")):
+        body = yaml.safe_load(path.read_text())
+        try:
+            ext.create_custom_resource_definition(body)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+
+        def established(name: str = body["metadata"]["name"]) -> bool:
+            crd = ext.read_custom_resource_definition(name)
+            return any(c.type == "Established" and c.status == "True" for c in (crd.status.conditions or []))
+
+        wait_for(established, 30, f"CRD {body['metadata']['name']} Established")
+
+
+@pytest.fixture(scope="session")
+def operator(crds: None, kube: KubeAPI) -> Iterator[Any]:
+    """The operator, in-process, watching all namespaces, for the whole session."""
+    os.environ.update(OPERATOR_ENV)
+    from kopf.testing import KopfRunner
+
+    with KopfRunner(
+        ["run", "--all-namespaces", "--standalone", "-m", "connectops.handlers"],
+        timeout=60,
+    ) as runner:
+        yield runner
+    assert runner.exception is None, runner.exception
+
+
+class K8s:
+    """Tiny helper over the custom objects API for one namespace."""
+
+    def __init__(self, client: Any, namespace: str) -> None:
+        self.ns = namespace
+        self.custom = kubernetes.client.CustomObjectsApi(client)
+        self.core = kubernetes.client.CoreV1Api(client)
+
+    def create(self, plural: str, name: str, spec: dict[str, Any], kind: str) -> dict[str, Any]:
+        body = {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": kind,
+            "metadata": {"name": name, "namespace": self.ns},
+            "spec": spec,
+        }
+        result: dict[str, Any] = self.custom.create_namespaced_custom_object(
+            GROUP, VERSION, self.ns, plural, body
+        )
+        return result
+
+    def get(self, plural: str, name: str) -> dict[str, Any]:
+        result: dict[str, Any] = self.custom.get_namespaced_custom_object(
+            GROUP, VERSION, self.ns, plural, name
+        )
+        return result
+
+    def patch_spec(self, plural: str, name: str, spec: dict[str, Any]) -> None:
+        self.custom.patch_namespaced_custom_object(GROUP, VERSION, self.ns, plural, name, {"spec": spec})
+
+    def delete(self, plural: str, name: str) -> None:
+        self.custom.delete_namespaced_custom_object(GROUP, VERSION, self.ns, plural, name)
+
+    def exists(self, plural: str, name: str) -> bool:
+        try:
+            self.get(plural, name)
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+    def condition(self, plural: str, name: str, type_: str) -> dict[str, Any] | None:
+        status = self.get(plural, name).get("status") or {}
+        return next((c for c in status.get("conditions") or [] if c["type"] == type_), None)
+
+    def wait_condition(
+        self, plural: str, name: str, type_: str, status: str, reason: str | None = None, timeout: float = 60
+    ) -> dict[str, Any]:
+        def check() -> dict[str, Any] | None:
+            cond = self.condition(plural, name, type_)
+            if cond and cond["status"] == status and (reason is None or cond["reason"] == reason):
+                return cond
+            return None
+
+        result: dict[str, Any] = wait_for(check, timeout, f"{plural}/{name} {type_}={status} {reason or ''}")
+        return result
+
+    def events(self, name: str) -> list[Any]:
+        items = self.core.list_namespaced_event(self.ns).items
+        return [e for e in items if e.involved_object.name == name]
+
+    def create_secret(self, name: str, data: dict[str, str]) -> None:
+        self.core.create_namespaced_secret(
+            self.ns, kubernetes.client.V1Secret(metadata={"name": name}, string_data=data)
+        )
+
+
+@pytest.fixture
+def k8s(kube_client: Any, operator: Any) -> Iterator[K8s]:
+    ns = f"t-{uuid.uuid4().hex[:8]}"
+    core = kubernetes.client.CoreV1Api(kube_client)
+    core.create_namespace(kubernetes.client.V1Namespace(metadata={"name": ns}))
+    yield K8s(kube_client, ns)
+    # no namespace controller runs here: delete our objects explicitly so finalizers run now
+    helper = K8s(kube_client, ns)
+    for item in helper.custom.list_namespaced_custom_object(GROUP, VERSION, ns, "connectors")["items"]:
+        with contextlib.suppress(ApiException):
+            helper.delete("connectors", item["metadata"]["name"])
+
+
+def connect_cluster_spec(worker: ConnectWorker) -> dict[str, Any]:
+    return {
+        "restUrl": worker.url,
+        "kafka": {"bootstrapServers": worker.bootstrap},
+        "topics": {
+            "offsets": worker.offset_topic,
+            "configs": worker.config_topic,
+            "status": worker.status_topic,
+        },
+    }
+
+
+class ConnectREST:
+    """Direct, synchronous access to the worker for assertions (never through the operator)."""
+
+    def __init__(self, worker: ConnectWorker) -> None:
+        self.worker = worker
+        self.http = httpx.Client(base_url=worker.url, timeout=10)
+
+    def path(self, name: str) -> str:
+        from urllib.parse import quote
+
+        return f"/connectors/{quote(name, safe='')}"
+
+    def exists(self, name: str) -> bool:
+        return self.http.get(self.path(name)).status_code == 200
+
+    def config(self, name: str) -> dict[str, str]:
+        response = self.http.get(self.path(name) + "/config")
+        response.raise_for_status()
+        result: dict[str, str] = response.json()
+        return result
+
+    def status(self, name: str) -> dict[str, Any]:
+        response = self.http.get(self.path(name) + "/status")
+        response.raise_for_status()
+        result: dict[str, Any] = response.json()
+        return result
+
+    def state(self, name: str) -> str | None:
+        response = self.http.get(self.path(name) + "/status")
+        if response.status_code != 200:
+            return None
+        return str(response.json()["connector"]["state"])
+
+
+@pytest.fixture(scope="session")
+def connect_rest(connect: ConnectWorker) -> ConnectREST:
+    return ConnectREST(connect)
+
+
+def count_config_writes(worker: ConnectWorker, connector: str) -> int:
+    """How many config records the worker wrote for ``connector``: one per applied PUT/create.
+
+    Read from the worker's own config topic, so it counts what Connect did, not what the
+    operator believes it did.
+    """
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": worker.bootstrap,
+            "group.id": f"count-{uuid.uuid4().hex[:6]}",
+            "enable.auto.commit": False,
+            "session.timeout.ms": 6000,
+        }
+    )
+    try:
+        meta = consumer.list_topics(worker.config_topic, timeout=10)
+        partitions = list(meta.topics[worker.config_topic].partitions)
+        ends = {}
+        for p in partitions:
+            _, high = consumer.get_watermark_offsets(TopicPartition(worker.config_topic, p), timeout=10)
+            ends[p] = high
+        consumer.assign([TopicPartition(worker.config_topic, p, 0) for p in partitions])
+        count, seen = 0, dict.fromkeys(partitions, 0)
+        deadline = time.monotonic() + 30
+        while any(seen[p] < ends[p] for p in partitions) and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None or msg.error():
+                continue
+            seen[msg.partition()] = msg.offset() + 1
+            if msg.key() == f"connector-{connector}".encode() and msg.value() is not None:
+                count += 1
+        return count
+    finally:
+        consumer.close()

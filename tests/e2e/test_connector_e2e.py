@@ -1,0 +1,287 @@
+"""Connector lifecycle on the real API server and the real Kafka Connect worker."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import kubernetes
+import pytest
+from kubernetes.client.exceptions import ApiException
+from tests.e2e.conftest import (
+    ConnectREST,
+    K8s,
+    connect_cluster_spec,
+    count_config_writes,
+    wait_for,
+)
+from tests.env.servers import ConnectWorker
+
+SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
+SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"
+
+
+def source_spec(tmp_path: Path, cluster: str = "main", **extra: Any) -> dict[str, Any]:
+    src = tmp_path / f"in-{uuid.uuid4().hex[:6]}.txt"
+    src.write_text("one\ntwo\n")
+    return {
+        "clusterRef": {"name": cluster},
+        "class": SOURCE,
+        "tasksMax": 1,
+        "config": {"file": str(src), "topic": f"t-{uuid.uuid4().hex[:6]}"},
+        **extra,
+    }
+
+
+@pytest.fixture
+def cluster(k8s: K8s, connect: ConnectWorker) -> str:
+    k8s.create("connectclusters", "main", connect_cluster_spec(connect), "ConnectCluster")
+    k8s.wait_condition("connectclusters", "main", "Ready", "True")
+    return "main"
+
+
+def test_connect_cluster_reports_version_and_capabilities(k8s: K8s, cluster: str) -> None:
+    status = k8s.get("connectclusters", cluster)["status"]
+    assert status["reachable"] is True
+    assert status["workerVersion"].startswith("4.3")
+    assert status["capabilities"] == {
+        "stop": True,
+        "alterOffsets": True,
+        "initialState": True,
+        "restartOnlyFailed": True,
+    }
+
+
+def test_create_update_and_no_needless_puts(
+    k8s: K8s, cluster: str, tmp_path: Path, connect: ConnectWorker, connect_rest: ConnectREST
+) -> None:
+    name = f"src-{uuid.uuid4().hex[:6]}"
+    spec = source_spec(tmp_path, producerOverrides={"lingerMs": 5})
+    k8s.create("connectors", name, spec, "Connector")
+    k8s.wait_condition("connectors", name, "Ready", "True")
+    assert connect_rest.state(name) == "RUNNING"
+    live = connect_rest.config(name)
+    assert live["producer.override.linger.ms"] == "5"
+    assert live["connector.class"] == SOURCE
+    status = k8s.get("connectors", name)["status"]
+    assert status["connectorState"] == "RUNNING"
+    assert status["tasksRunning"] == "1/1"
+    assert status["observedGeneration"] == 1
+    for type_ in ("Valid", "Synced", "Ready"):
+        assert k8s.condition("connectors", name, type_)["status"] == "True"  # type: ignore[index]
+
+    # several resyncs (3 s each) later, Connect has seen exactly one config write: the create
+    writes = count_config_writes(connect, name)
+    assert writes == 1
+    version = k8s.get("connectors", name)["metadata"]["resourceVersion"]
+    time.sleep(8)
+    assert count_config_writes(connect, name) == 1
+    # …and nothing was written to the object either (status only written on change)
+    assert k8s.get("connectors", name)["metadata"]["resourceVersion"] == version
+
+    k8s.patch_spec("connectors", name, {"producerOverrides": {"lingerMs": 50, "batchSize": 32768}})
+    wait_for(
+        lambda: connect_rest.config(name).get("producer.override.linger.ms") == "50", 60, "linger.ms applied"
+    )
+    assert connect_rest.config(name)["producer.override.batch.size"] == "32768"
+    k8s.wait_condition("connectors", name, "Ready", "True")
+    wait_for(
+        lambda: k8s.get("connectors", name)["status"].get("observedGeneration") == 2,
+        30,
+        "observedGeneration 2",
+    )
+    time.sleep(6)
+    assert count_config_writes(connect, name) == 2
+    reasons = {e.reason for e in k8s.events(name)}
+    assert {"Created", "ConfigUpdated"} <= reasons
+
+
+def test_desired_states(k8s: K8s, cluster: str, tmp_path: Path, connect_rest: ConnectREST) -> None:
+    name = f"state-{uuid.uuid4().hex[:6]}"
+    k8s.create("connectors", name, source_spec(tmp_path, state="stopped"), "Connector")
+    k8s.wait_condition("connectors", name, "Ready", "True")
+    # created directly in STOPPED (initial_state, 3.7+): it never ran
+    assert connect_rest.state(name) == "STOPPED"
+    assert connect_rest.status(name)["tasks"] == []
+
+    k8s.patch_spec("connectors", name, {"state": "running"})
+    wait_for(lambda: connect_rest.state(name) == "RUNNING", 60, "RUNNING")
+    k8s.wait_condition("connectors", name, "Ready", "True", reason="Running")
+
+    k8s.patch_spec("connectors", name, {"state": "paused"})
+    wait_for(lambda: connect_rest.state(name) == "PAUSED", 60, "PAUSED")
+    k8s.wait_condition("connectors", name, "Ready", "True", reason="Paused")
+
+    k8s.patch_spec("connectors", name, {"state": "stopped"})
+    wait_for(lambda: connect_rest.state(name) == "STOPPED", 60, "STOPPED")
+    k8s.wait_condition("connectors", name, "Ready", "True", reason="Stopped")
+
+    k8s.patch_spec("connectors", name, {"state": "running"})
+    wait_for(lambda: connect_rest.state(name) == "RUNNING", 60, "RUNNING again")
+
+    # someone pauses it behind the operator's back: the resync puts it back and says so
+    connect_rest.http.put(connect_rest.path(name) + "/pause").raise_for_status()
+    wait_for(lambda: connect_rest.state(name) == "PAUSED", 30, "manual pause")
+    wait_for(lambda: connect_rest.state(name) == "RUNNING", 30, "drift corrected")
+    wait_for(lambda: "StateDriftCorrected" in {e.reason for e in k8s.events(name)}, 30, "drift event")
+
+
+def test_invalid_config_is_reported_and_nothing_applied(
+    k8s: K8s, cluster: str, tmp_path: Path, connect: ConnectWorker, connect_rest: ConnectREST
+) -> None:
+    name = f"bad-{uuid.uuid4().hex[:6]}"
+    # a sink needs topics or topics.regex; Connect's validate says so
+    k8s.create(
+        "connectors",
+        name,
+        {"clusterRef": {"name": cluster}, "class": SINK, "config": {"file": str(tmp_path / "o")}},
+        "Connector",
+    )
+    cond = k8s.wait_condition("connectors", name, "Valid", "False", reason="ConfigInvalid")
+    assert "topics" in cond["message"]
+    assert not connect_rest.exists(name)
+    assert any(e.reason == "ConfigInvalid" and e.type == "Warning" for e in k8s.events(name))
+
+    # an invalid change to a working connector leaves the live config untouched
+    good = f"good-{uuid.uuid4().hex[:6]}"
+    k8s.create("connectors", good, source_spec(tmp_path), "Connector")
+    k8s.wait_condition("connectors", good, "Ready", "True")
+    before = connect_rest.config(good)
+    k8s.patch_spec(
+        "connectors",
+        good,
+        {"config": {"file": before["file"], "topic": before["topic"], "batch.size": "not-a-number"}},
+    )
+    cond = k8s.wait_condition("connectors", good, "Valid", "False", reason="ConfigInvalid")
+    assert "batch.size" in cond["message"]
+    time.sleep(4)
+    assert connect_rest.config(good) == before
+    assert count_config_writes(connect, good) == 1
+
+
+def test_spec_rules_the_schema_cannot_express(k8s: K8s, cluster: str, tmp_path: Path) -> None:
+    name = f"owned-{uuid.uuid4().hex[:6]}"
+    spec = source_spec(tmp_path)
+    spec["config"]["tasks.max"] = "3"
+    k8s.create("connectors", name, spec, "Connector")
+    cond = k8s.wait_condition("connectors", name, "Valid", "False", reason="InvalidSpec")
+    assert "tasks.max" in cond["message"]
+
+
+def test_policy_rejected_override(k8s: K8s, tmp_path: Path, connect_factory: Any) -> None:
+    strict = connect_factory("strict", override_policy="None")
+    k8s.create("connectclusters", "strict", connect_cluster_spec(strict), "ConnectCluster")
+    name = f"ovr-{uuid.uuid4().hex[:6]}"
+    k8s.create(
+        "connectors",
+        name,
+        source_spec(tmp_path, cluster="strict", producerOverrides={"batchSize": 1024}),
+        "Connector",
+    )
+    cond = k8s.wait_condition("connectors", name, "Valid", "False", reason="ConfigInvalid")
+    assert "producer.override.batch.size" in cond["message"]
+    assert "policy" in cond["message"].lower()
+    assert not ConnectREST(strict).exists(name)
+
+
+def test_delete_removes_connector(k8s: K8s, cluster: str, tmp_path: Path, connect_rest: ConnectREST) -> None:
+    name = f"del-{uuid.uuid4().hex[:6]}"
+    k8s.create("connectors", name, source_spec(tmp_path), "Connector")
+    k8s.wait_condition("connectors", name, "Ready", "True")
+    k8s.delete("connectors", name)
+    wait_for(lambda: not k8s.exists("connectors", name), 60, "CR gone")
+    assert not connect_rest.exists(name)
+
+
+@pytest.mark.parametrize("connector_name", ["orders eu+west #1?", "ünïcødé & spaces;=[x]"])
+def test_names_needing_url_encoding(
+    k8s: K8s, cluster: str, tmp_path: Path, connect_rest: ConnectREST, connector_name: str
+) -> None:
+    name = f"enc-{uuid.uuid4().hex[:6]}"
+    k8s.create("connectors", name, source_spec(tmp_path, connectorName=connector_name), "Connector")
+    k8s.wait_condition("connectors", name, "Ready", "True")
+    assert connect_rest.state(connector_name) == "RUNNING"
+    k8s.patch_spec("connectors", name, {"state": "paused"})
+    wait_for(lambda: connect_rest.state(connector_name) == "PAUSED", 60, "PAUSED")
+    k8s.delete("connectors", name)
+    wait_for(lambda: not connect_rest.exists(connector_name), 60, "deleted")
+
+
+def test_connect_outage_is_reported_and_recovered(k8s: K8s, tmp_path: Path, connect_factory: Any) -> None:
+    worker: ConnectWorker = connect_factory("flaky")
+    rest = ConnectREST(worker)
+    k8s.create("connectclusters", "flaky", connect_cluster_spec(worker), "ConnectCluster")
+    name = f"out-{uuid.uuid4().hex[:6]}"
+    k8s.create("connectors", name, source_spec(tmp_path, cluster="flaky"), "Connector")
+    k8s.wait_condition("connectors", name, "Ready", "True")
+
+    worker.kill()
+    k8s.patch_spec("connectors", name, {"producerOverrides": {"lingerMs": 77}})
+    cond = k8s.wait_condition("connectors", name, "Ready", "False", reason="ConnectUnavailable")
+    assert "cannot reach Connect" in cond["message"] or "did not answer" in cond["message"]
+    assert any(e.reason == "ConnectUnavailable" for e in k8s.events(name))
+    k8s.wait_condition("connectclusters", "flaky", "Ready", "False", reason="Unreachable")
+
+    worker.start()
+    k8s.wait_condition("connectors", name, "Ready", "True", timeout=120)
+    assert rest.config(name)["producer.override.linger.ms"] == "77"
+    k8s.wait_condition("connectclusters", "flaky", "Ready", "True", timeout=60)
+
+
+def test_api_server_rejects_wrong_types(k8s: K8s, cluster: str) -> None:
+    custom = k8s.custom
+    bad_specs = [
+        {"clusterRef": {"name": cluster}, "class": "X", "tasksMax": "three"},
+        {"clusterRef": {"name": cluster}, "class": "X", "state": "sleeping"},
+        {"clusterRef": {"name": cluster}, "class": "X", "tasksMax": 0},
+        {"clusterRef": {"name": cluster}},
+        {"clusterRef": {"name": cluster}, "class": "X", "producerOverrides": {"acks": "most"}},
+        {"clusterRef": {"name": cluster}, "class": "X", "config": {"a": {"nested": 1}}},
+    ]
+    for i, spec in enumerate(bad_specs):
+        body = {
+            "apiVersion": "connectops.io/v1alpha1",
+            "kind": "Connector",
+            "metadata": {"name": f"bad-{i}"},
+            "spec": spec,
+        }
+        with pytest.raises(ApiException) as err:
+            custom.create_namespaced_custom_object("connectops.io", "v1alpha1", k8s.ns, "connectors", body)
+        assert err.value.status == 422, spec
+
+
+def test_unknown_fields_never_reach_the_operator(k8s: K8s, cluster: str, tmp_path: Path) -> None:
+    """kube-apiserver 1.20 prunes unknown fields (structural schema); it only *rejects* them
+    with server-side field validation (1.25+, ``fieldValidation=Strict``). Either way the
+    operator never acts on a misspelt field: here we prove the pruning on the real server."""
+    name = f"unk-{uuid.uuid4().hex[:6]}"
+    spec = source_spec(tmp_path)
+    spec["taskMax"] = 4  # misspelt
+    k8s.create("connectors", name, spec, "Connector")
+    stored = k8s.get("connectors", name)["spec"]
+    assert "taskMax" not in stored
+    assert stored["tasksMax"] == 1
+
+
+def test_secret_values_stay_secret(
+    k8s: K8s, cluster: str, tmp_path: Path, connect_rest: ConnectREST, kube_client: Any
+) -> None:
+    secret = f"s3cret-{uuid.uuid4().hex}"
+    k8s.create_secret("creds", {"value": secret})
+    name = f"sec-{uuid.uuid4().hex[:6]}"
+    spec = source_spec(
+        tmp_path, configFrom={"batch.size": {"secretKeyRef": {"name": "creds", "key": "value"}}}
+    )
+    # batch.size must be an int: Connect rejects the secret value and echoes it in its message
+    k8s.create("connectors", name, spec, "Connector")
+    cond = k8s.wait_condition("connectors", name, "Valid", "False", reason="ConfigInvalid")
+    assert "batch.size" in cond["message"]
+    obj = k8s.get("connectors", name)
+    assert secret not in str(obj)
+    events = k8s.events(name)
+    assert events
+    assert all(secret not in (e.message or "") for e in events)
+    core = kubernetes.client.CoreV1Api(kube_client)
+    assert core.read_namespaced_secret("creds", k8s.ns).data  # the secret itself is intact

@@ -1,0 +1,933 @@
+"""Start and stop the real test servers on loopback: etcd + kube-apiserver, Tansu, Kafka Connect.
+
+Used by ``tests/conftest.py`` (session fixtures) and, for demos, as a CLI::
+
+    python -m tests.env.servers up --dir DIR
+
+which starts everything, prints (and writes to ``DIR/env.json``) the endpoints, and stays in the
+foreground until SIGINT/SIGTERM.
+
+The binaries come from ``tests/env/provision.sh`` and are looked up in
+``$CONNECTOPS_TESTENV_CACHE`` (default ``~/.cache/connectops-testenv``); etcd and java come from
+the system. Every server gets its own free loopback ports and its own working directory (with its
+log file) under a caller-given root, so several environments can coexist on one machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import base64
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any, Final, Protocol, Self
+
+import httpx
+import yaml
+from confluent_kafka.admin import AdminClient
+
+PROVISION_HINT: Final = (
+    "run tests/env/provision.sh first (idempotent; it caches into $CONNECTOPS_TESTENV_CACHE, "
+    "default ~/.cache/connectops-testenv)"
+)
+FILESTREAM_SOURCE: Final = "org.apache.kafka.connect.file.FileStreamSourceConnector"
+
+
+class MissingTestEnvError(RuntimeError):
+    """A provisioned binary or jar directory is missing."""
+
+
+class ServerStartError(RuntimeError):
+    """A server did not come up (it exited, or a readiness check timed out)."""
+
+
+def cache_dir() -> Path:
+    # Read at call time so a test session (or CI) can point to another cache via the environment.
+    default = Path.home() / ".cache" / "connectops-testenv"
+    return Path(os.environ.get("CONNECTOPS_TESTENV_CACHE", str(default)))
+
+
+def _require_executable(path: Path | None, what: str) -> Path:
+    if path is None or not path.is_file() or not os.access(path, os.X_OK):
+        raise MissingTestEnvError(f"{what} not found (looked at {path or 'PATH'}); {PROVISION_HINT}")
+    return path
+
+
+def _which(name: str) -> Path | None:
+    found = shutil.which(name)
+    return Path(found) if found else None
+
+
+def etcd_binary() -> Path:
+    return _require_executable(_which("etcd"), "etcd (Debian package etcd-server)")
+
+
+def kube_apiserver_binary() -> Path:
+    return _require_executable(cache_dir() / "kube-apiserver", "kube-apiserver")
+
+
+def tansu_binary() -> Path:
+    return _require_executable(cache_dir() / "tansu", "tansu")
+
+
+def java_binary() -> Path:
+    return _require_executable(_which("java"), "java (Debian package default-jdk-headless)")
+
+
+def connect_jar_dir() -> Path:
+    jars = cache_dir() / "connect"
+    # provision.sh touches .complete last, so a half-finished download is never mistaken for a cache.
+    if not (jars / ".complete").is_file():
+        raise MissingTestEnvError(f"Kafka Connect jars not found in {jars}; {PROVISION_HINT}")
+    return jars
+
+
+_handed_out_ports: set[int] = set()
+_ports_lock = threading.Lock()
+
+
+def free_port() -> int:
+    """A loopback TCP port that is free now and was not handed out before by this process.
+
+    The port is released before the server binds it, so another process could grab it in between;
+    remembering what we handed out at least rules out collisions between our own servers, which
+    are started concurrently.
+    """
+    with _ports_lock:
+        for _ in range(100):
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                sock.bind(("127.0.0.1", 0))
+                port: int = sock.getsockname()[1]
+            if port not in _handed_out_ports:
+                _handed_out_ports.add(port)
+                return port
+    raise RuntimeError("could not find a free loopback port")
+
+
+def port_open(port: int, host: str = "127.0.0.1") -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+class ManagedProcess:
+    """A child process in its own session (so signals reach all its children), logging to a file."""
+
+    def __init__(
+        self,
+        name: str,
+        argv: Sequence[str],
+        *,
+        cwd: Path,
+        log_path: Path,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.name = name
+        self.argv = list(argv)
+        self.cwd = cwd
+        self.log_path = log_path
+        self.env = dict(env) if env is not None else None
+        self._popen: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self._popen.pid if self._popen else None
+
+    @property
+    def alive(self) -> bool:
+        return self._popen is not None and self._popen.poll() is None
+
+    @property
+    def returncode(self) -> int | None:
+        return self._popen.poll() if self._popen else None
+
+    def start(self) -> None:
+        if self.alive:
+            raise RuntimeError(f"{self.name} is already running (pid {self.pid})")
+        self._close_log()
+        self._log = self.log_path.open("ab")
+        # A marker line keeps restarts apart when one log collects several runs of the same server.
+        self._log.write(f"\n=== {time.strftime('%H:%M:%S')} starting: {' '.join(self.argv)}\n".encode())
+        self._log.flush()
+        self._popen = subprocess.Popen(
+            self.argv,
+            cwd=self.cwd,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        _live_processes.add(self)
+
+    def stop(self, grace: float = 10.0) -> None:
+        """SIGTERM the process group, SIGKILL it if it has not exited after ``grace`` seconds."""
+        if self._popen is not None and self._popen.poll() is None:
+            self._signal_group(signal.SIGTERM)
+            try:
+                self._popen.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                self._signal_group(signal.SIGKILL)
+                self._popen.wait(timeout=10)
+            self._kill_stragglers()
+        self._release()
+
+    def kill(self) -> None:
+        """SIGKILL the process group at once: an abrupt outage, no graceful shutdown."""
+        if self._popen is not None and self._popen.poll() is None:
+            self._signal_group(signal.SIGKILL)
+            self._popen.wait(timeout=10)
+        self._release()
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return "(no log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def _signal_group(self, sig: signal.Signals) -> None:
+        assert self._popen is not None
+        # ESRCH: the whole group is gone already.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self._popen.pid, sig)
+
+    def _kill_stragglers(self) -> None:
+        # Children that outlived a gracefully stopped leader (same group) must not leak either.
+        # Only right after our own wait(): for a leader that died long ago the group id could
+        # in principle belong to someone else by now, so it is never signalled then.
+        self._signal_group(signal.SIGKILL)
+
+    def _release(self) -> None:
+        _live_processes.discard(self)
+        self._close_log()
+
+    def _close_log(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+
+_live_processes: set[ManagedProcess] = set()
+
+
+@atexit.register
+def _kill_leftovers() -> None:
+    # Last line of defence when a fixture finalizer or the CLI did not get to run stop().
+    for proc in list(_live_processes):
+        proc.stop(grace=3.0)
+
+
+def wait_until(
+    check: Callable[[], bool],
+    *,
+    timeout: float,
+    what: str,
+    proc: ManagedProcess | None = None,
+    interval: float = 0.1,
+) -> float:
+    """Poll ``check`` until it returns True; return the seconds it took.
+
+    Exceptions from ``check`` count as "not yet". Fails fast when ``proc`` exits meanwhile, and
+    puts the tail of its log into the error so a failed start explains itself.
+    """
+    started = time.monotonic()
+    deadline = started + timeout
+    last_error: BaseException | None = None
+    while True:
+        if proc is not None and not proc.alive:
+            raise ServerStartError(
+                f"{proc.name} exited (code {proc.returncode}) while waiting for {what}; "
+                f"log {proc.log_path}:\n{proc.log_tail()}"
+            )
+        try:
+            ok = check()
+        except Exception as exc:
+            ok, last_error = False, exc
+        if ok:
+            return time.monotonic() - started
+        if time.monotonic() >= deadline:
+            tail = f"; log {proc.log_path}:\n{proc.log_tail()}" if proc is not None else ""
+            raise ServerStartError(
+                f"timed out after {timeout:.0f}s waiting for {what} (last error: {last_error!r}){tail}"
+            )
+        time.sleep(interval)
+
+
+class _Server:
+    """Context-manager plumbing shared by the servers: ``with KubeAPI(root) as kube: ...``."""
+
+    def start(self) -> Self:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def _unique_workdir(root: Path, name: str) -> Path:
+    workdir = root / name
+    workdir.mkdir(parents=True, exist_ok=False)
+    return workdir
+
+
+# --------------------------------------------------------------------------------------------------
+# etcd + kube-apiserver
+# --------------------------------------------------------------------------------------------------
+
+
+class KubeAPI(_Server):
+    """etcd + kube-apiserver 1.20 on loopback, token authentication, RBAC authorization.
+
+    Identities:
+      * ``token``: user ``admin`` in group ``system:masters`` (the kubeconfig at
+        ``kubeconfig_path`` uses it).
+      * ``user_tokens``: plain users (no groups, so RBAC grants them nothing beyond discovery)
+        for RBAC tests; ``kubeconfig_for(user)`` writes a kubeconfig for one of them.
+      * ServiceAccounts: no kube-controller-manager runs, so no token controller creates
+        ServiceAccount token Secrets. Tests must mint tokens with the TokenRequest API
+        (``CoreV1Api.create_namespaced_service_account_token``), which this apiserver serves
+        because it has a signing key, an issuer and API audiences (checked by
+        tests/test_env_smoke.py). The ServiceAccount object must exist: tokens are looked up.
+
+    Only the apiserver runs: no controllers, no scheduler, no kubelet (so no pods ever run, and
+    namespaces deleted stay Terminating because the namespace controller is absent).
+    """
+
+    ADMIN_USER: Final = "admin"
+    EXTRA_USERS: Final = ("rbac-test", "rbac-test-2")
+    SA_ISSUER: Final = "https://kubernetes.default.svc"
+
+    def __init__(self, root: Path, *, name: str = "kube", timeout: float = 60.0) -> None:
+        self.workdir = _unique_workdir(root, name)
+        self.timeout = timeout
+        self.etcd_port = free_port()
+        self.etcd_peer_port = free_port()
+        self.port = free_port()
+        self.url = f"https://127.0.0.1:{self.port}"
+        self.token = secrets.token_hex(24)
+        self.user_tokens: dict[str, str] = {user: secrets.token_hex(24) for user in self.EXTRA_USERS}
+        self.kubeconfig_path = self.workdir / "kubeconfig"
+        self.cert_dir = self.workdir / "certs"
+        # Written by kube-apiserver itself: its self-signed serving cert followed by the signing CA.
+        self.ca_path = self.cert_dir / "apiserver.crt"
+        self.startup_seconds: dict[str, float] = {}
+        self._etcd: ManagedProcess | None = None
+        self._apiserver: ManagedProcess | None = None
+
+    @property
+    def log_path(self) -> Path:
+        return self.workdir / "kube-apiserver.log"
+
+    @property
+    def etcd_url(self) -> str:
+        return f"http://127.0.0.1:{self.etcd_port}"
+
+    @property
+    def processes(self) -> list[ManagedProcess]:
+        return [p for p in (self._apiserver, self._etcd) if p is not None]
+
+    def start(self) -> Self:
+        etcd, apiserver = etcd_binary(), kube_apiserver_binary()
+        try:
+            self._start_etcd(etcd)
+            self._start_apiserver(apiserver)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        # Apiserver first: etcd vanishing under a live apiserver only produces noise in its log.
+        for proc in self.processes:
+            proc.stop()
+
+    def kubeconfig_for(self, user: str) -> Path:
+        """Write (once) and return a kubeconfig that authenticates as one of ``EXTRA_USERS``."""
+        path = self.workdir / f"kubeconfig-{user}"
+        if not path.exists():
+            self._write_kubeconfig(path, user, self.user_tokens[user])
+        return path
+
+    def _start_etcd(self, binary: Path) -> None:
+        peer = f"http://127.0.0.1:{self.etcd_peer_port}"
+        self._etcd = ManagedProcess(
+            "etcd",
+            [
+                str(binary),
+                "--name=default",
+                f"--data-dir={self.workdir / 'etcd-data'}",
+                f"--listen-client-urls={self.etcd_url}",
+                f"--advertise-client-urls={self.etcd_url}",
+                f"--listen-peer-urls={peer}",
+                f"--initial-advertise-peer-urls={peer}",
+                f"--initial-cluster=default={peer}",
+                # Test data is disposable; skipping fsync makes etcd (and so the apiserver) fast.
+                "--unsafe-no-fsync",
+                "--logger=zap",
+                "--log-level=warn",
+            ],
+            cwd=self.workdir,
+            log_path=self.workdir / "etcd.log",
+        )
+        t0 = time.monotonic()
+        self._etcd.start()
+        wait_until(
+            lambda: httpx.get(f"{self.etcd_url}/health", timeout=2).json().get("health") == "true",
+            timeout=self.timeout,
+            what="etcd /health",
+            proc=self._etcd,
+        )
+        self.startup_seconds["etcd"] = time.monotonic() - t0
+
+    def _start_apiserver(self, binary: Path) -> None:
+        sa_key, sa_pub = self._make_service_account_keys()
+        tokens = self.workdir / "tokens.csv"
+        # Static token file format: token,user,uid[,"group1,group2"].
+        lines = [f'{self.token},{self.ADMIN_USER},{self.ADMIN_USER},"system:masters"']
+        lines += [f"{tok},{user},{user}" for user, tok in self.user_tokens.items()]
+        tokens.write_text("\n".join(lines) + "\n")
+        tokens.chmod(0o600)
+        self.cert_dir.mkdir()
+        self._apiserver = ManagedProcess(
+            "kube-apiserver",
+            [
+                str(binary),
+                f"--etcd-servers={self.etcd_url}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={self.port}",
+                "--insecure-port=0",
+                # No --tls-cert-file: the apiserver self-signs a serving cert (incl. 127.0.0.1) here.
+                f"--cert-dir={self.cert_dir}",
+                "--service-cluster-ip-range=10.0.0.0/24",
+                f"--service-account-issuer={self.SA_ISSUER}",
+                f"--service-account-key-file={sa_pub}",
+                f"--service-account-signing-key-file={sa_key}",
+                # TokenRequest needs audiences; these are also what the authenticator accepts.
+                f"--api-audiences={self.SA_ISSUER}",
+                f"--token-auth-file={tokens}",
+                "--authorization-mode=RBAC",
+                # The default reconciler would publish 127.0.0.1 as the endpoint of the `kubernetes`
+                # Service, which endpoint validation rejects (loopback) and logs about forever.
+                "--endpoint-reconciler-type=none",
+                "--profiling=false",
+            ],
+            cwd=self.workdir,
+            log_path=self.log_path,
+        )
+        t0 = time.monotonic()
+        self._apiserver.start()
+        headers = {"Authorization": f"Bearer {self.token}"}
+
+        def ready() -> bool:
+            # verify=False only while waiting: the CA file appears during startup, checked below.
+            resp = httpx.get(f"{self.url}/readyz", headers=headers, verify=False, timeout=5)
+            return resp.status_code == 200
+
+        wait_until(ready, timeout=self.timeout, what="kube-apiserver /readyz", proc=self._apiserver)
+        self.startup_seconds["kube-apiserver"] = time.monotonic() - t0
+        # Prove the kubeconfig we hand out verifies TLS with the apiserver's own CA.
+        httpx.get(f"{self.url}/version", verify=self.ssl_context(), timeout=5).raise_for_status()
+        self._write_kubeconfig(self.kubeconfig_path, self.ADMIN_USER, self.token)
+
+    def ssl_context(self) -> ssl.SSLContext:
+        return ssl.create_default_context(cafile=str(self.ca_path))
+
+    def _make_service_account_keys(self) -> tuple[Path, Path]:
+        key, pub = self.workdir / "sa.key", self.workdir / "sa.pub"
+        openssl = _require_executable(_which("openssl"), "openssl")
+        for argv in (
+            [str(openssl), "genrsa", "-out", str(key), "2048"],
+            [str(openssl), "rsa", "-in", str(key), "-pubout", "-out", str(pub)],
+        ):
+            subprocess.run(argv, check=True, capture_output=True, timeout=60)
+        return key, pub
+
+    def _write_kubeconfig(self, path: Path, user: str, token: str) -> None:
+        ca_data = base64.b64encode(self.ca_path.read_bytes()).decode()
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "connectops-test",
+                    "cluster": {"server": self.url, "certificate-authority-data": ca_data},
+                }
+            ],
+            "users": [{"name": user, "user": {"token": token}}],
+            "contexts": [
+                {
+                    "name": f"{user}@connectops-test",
+                    "context": {"cluster": "connectops-test", "user": user, "namespace": "default"},
+                }
+            ],
+            "current-context": f"{user}@connectops-test",
+        }
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+        path.chmod(0o600)
+
+
+# --------------------------------------------------------------------------------------------------
+# Tansu (Kafka-protocol broker)
+# --------------------------------------------------------------------------------------------------
+
+
+class Tansu(_Server):
+    """A Tansu broker with in-memory storage: speaks the Kafka protocol, is not Apache Kafka.
+
+    Known differences that matter to tests: auto-created topics get 4 partitions, and consumer
+    group joins wait for the session timeout, so test consumers should use
+    ``session.timeout.ms=6000`` (see ``consumer_config``).
+    """
+
+    def __init__(self, root: Path, *, name: str = "tansu", timeout: float = 30.0) -> None:
+        self.workdir = _unique_workdir(root, name)
+        self.timeout = timeout
+        self.port = free_port()
+        self.bootstrap = f"127.0.0.1:{self.port}"
+        self.startup_seconds: dict[str, float] = {}
+        self._proc: ManagedProcess | None = None
+
+    @property
+    def log_path(self) -> Path:
+        return self.workdir / "tansu.log"
+
+    @property
+    def processes(self) -> list[ManagedProcess]:
+        return [self._proc] if self._proc is not None else []
+
+    def start(self) -> Self:
+        binary = tansu_binary()
+        listener = f"tcp://{self.bootstrap}"
+        self._proc = ManagedProcess(
+            "tansu",
+            [
+                str(binary),
+                "broker",
+                f"--listener-url={listener}",
+                f"--advertised-listener-url={listener}",
+                "--storage-engine=memory://tansu/",
+            ],
+            cwd=self.workdir,
+            log_path=self.log_path,
+        )
+        t0 = time.monotonic()
+        self._proc.start()
+        try:
+            wait_until(lambda: port_open(self.port), timeout=self.timeout, what="tansu port", proc=self._proc)
+            self.startup_seconds["port"] = time.monotonic() - t0
+            wait_until(self._metadata_ok, timeout=self.timeout, what="tansu metadata", proc=self._proc)
+            self.startup_seconds["tansu"] = time.monotonic() - t0
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        if self._proc is not None:
+            self._proc.stop()
+
+    def admin_config(self) -> dict[str, Any]:
+        return {"bootstrap.servers": self.bootstrap}
+
+    def consumer_config(self, group_id: str, **overrides: Any) -> dict[str, Any]:
+        """Consumer settings that work well against Tansu (see the class docstring)."""
+        return {
+            "bootstrap.servers": self.bootstrap,
+            "group.id": group_id,
+            "auto.offset.reset": "earliest",
+            "session.timeout.ms": 6000,
+            "heartbeat.interval.ms": 2000,
+            **overrides,
+        }
+
+    def _metadata_ok(self) -> bool:
+        admin = AdminClient(self.admin_config())
+        metadata = admin.list_topics(timeout=3)
+        return bool(metadata.brokers)
+
+
+# --------------------------------------------------------------------------------------------------
+# Kafka Connect distributed worker
+# --------------------------------------------------------------------------------------------------
+
+# Connect 4.x logs through log4j2, whose built-in default is ERROR-only to the console; an explicit
+# INFO config makes the worker log useful when a test fails.
+_LOG4J2_PROPERTIES: Final = """\
+status = warn
+appender.out.type = Console
+appender.out.name = OUT
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c:%L)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.out.ref = OUT
+logger.reflections.name = org.reflections
+logger.reflections.level = ERROR
+logger.clients.name = org.apache.kafka.clients
+logger.clients.level = WARN
+"""
+
+
+# C1 only: the worker's REST comes up in ~4 s instead of ~8 s on 2 cores (measured); the slower
+# steady state of unoptimised code does not matter for test-sized traffic.
+CONNECT_JVM_OPTIONS: Final = ("-XX:TieredStopAtLevel=1",)
+
+
+class ConnectWorker(_Server):
+    """One Kafka Connect distributed worker (a one-worker group) against a Kafka bootstrap.
+
+    ``group_id`` and the three storage topics are derived from ``name`` unless given, so several
+    independent worker groups can share one broker. The worker keeps its port, group and topics
+    across ``kill()``/``stop()`` + ``start()``, like a restarted pod: it rejoins and re-reads its
+    connectors from the config topic. Measured here: ready ~6-9 s after a cold start or a
+    ``stop()``; ~8-14 s after a ``kill()``, because the broker holds the group join until the
+    killed member's session (``session.timeout.ms=6000``) has expired.
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        bootstrap: str,
+        *,
+        name: str = "connect",
+        group_id: str | None = None,
+        offset_partitions: int = 25,
+        override_policy: str = "All",
+        extra_properties: Mapping[str, str] | None = None,
+        plugin_path: Sequence[Path] = (),
+        extra_classpath: Sequence[Path] = (),
+        heap: str = "512m",
+        jvm_options: Sequence[str] = CONNECT_JVM_OPTIONS,
+        timeout: float = 90.0,
+    ) -> None:
+        self.workdir = _unique_workdir(root, name)
+        self.name = name
+        self.bootstrap = bootstrap
+        self.group_id = group_id or f"connectops-test-{name}"
+        self.config_topic = f"{self.group_id}-configs"
+        self.offset_topic = f"{self.group_id}-offsets"
+        self.status_topic = f"{self.group_id}-status"
+        self.offset_partitions = offset_partitions
+        self.override_policy = override_policy
+        self.extra_properties = dict(extra_properties or {})
+        self.plugin_path = list(plugin_path)
+        self.extra_classpath = list(extra_classpath)
+        self.heap = heap
+        self.jvm_options = list(jvm_options)
+        self.timeout = timeout
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.properties_path = self.workdir / "worker.properties"
+        self.log_path = self.workdir / "connect.log"
+        # One entry per start(): seconds until GET / answered and until the worker was ready.
+        self.startup_seconds: list[dict[str, float]] = []
+        self._proc: ManagedProcess | None = None
+
+    @property
+    def processes(self) -> list[ManagedProcess]:
+        return [self._proc] if self._proc is not None else []
+
+    @property
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.alive
+
+    def worker_properties(self) -> dict[str, str]:
+        props = {
+            "bootstrap.servers": self.bootstrap,
+            "group.id": self.group_id,
+            "key.converter": "org.apache.kafka.connect.json.JsonConverter",
+            "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+            "key.converter.schemas.enable": "false",
+            "value.converter.schemas.enable": "false",
+            "config.storage.topic": self.config_topic,
+            "offset.storage.topic": self.offset_topic,
+            "status.storage.topic": self.status_topic,
+            "config.storage.replication.factor": "1",
+            "offset.storage.replication.factor": "1",
+            "status.storage.replication.factor": "1",
+            "offset.storage.partitions": str(self.offset_partitions),
+            "offset.flush.interval.ms": "1000",
+            "listeners": self.url,
+            "rest.advertised.host.name": "127.0.0.1",
+            "rest.advertised.port": str(self.port),
+            # Scanning only the classpath/plugin.path avoids needing ServiceLoader manifests.
+            "plugin.discovery": "only_scan",
+            # Short group timeouts: Tansu holds group joins until the session timeout, and a killed
+            # worker must leave the group quickly for outage tests.
+            "session.timeout.ms": "6000",
+            "heartbeat.interval.ms": "2000",
+            "consumer.session.timeout.ms": "6000",
+            "consumer.heartbeat.interval.ms": "2000",
+            # The default (5 min) delays reassigning a vanished worker's connectors; one-worker
+            # test groups gain nothing from waiting for it to come back.
+            "scheduled.rebalance.max.delay.ms": "1000",
+            "connector.client.config.override.policy": self.override_policy,
+        }
+        if self.plugin_path:
+            props["plugin.path"] = ",".join(str(p) for p in self.plugin_path)
+        props.update(self.extra_properties)
+        return props
+
+    def start(self) -> Self:
+        if self.alive:
+            raise RuntimeError(f"Connect worker {self.name} is already running")
+        java, jars = java_binary(), connect_jar_dir()
+        self.properties_path.write_text(
+            "".join(f"{key}={value}\n" for key, value in self.worker_properties().items())
+        )
+        log4j = self.workdir / "log4j2.properties"
+        log4j.write_text(_LOG4J2_PROPERTIES)
+        classpath = ":".join([f"{jars}/*", *(str(p) for p in self.extra_classpath)])
+        self._proc = ManagedProcess(
+            f"connect[{self.name}]",
+            [
+                str(java),
+                f"-Xmx{self.heap}",
+                *self.jvm_options,
+                f"-Dlog4j2.configurationFile={log4j}",
+                "-cp",
+                classpath,
+                "org.apache.kafka.connect.cli.ConnectDistributed",
+                str(self.properties_path),
+            ],
+            cwd=self.workdir,
+            log_path=self.log_path,
+        )
+        t0 = time.monotonic()
+        self._proc.start()
+        try:
+            rest = wait_until(self._root_ok, timeout=self.timeout, what="Connect GET /", proc=self._proc)
+            wait_until(self._ready, timeout=self.timeout, what="Connect worker ready", proc=self._proc)
+        except BaseException:
+            self._proc.kill()
+            raise
+        self.startup_seconds.append({"rest": rest, "ready": time.monotonic() - t0})
+        return self
+
+    def stop(self, grace: float = 20.0) -> None:
+        """Graceful shutdown (SIGTERM: the worker leaves its group, commits offsets)."""
+        if self._proc is not None:
+            self._proc.stop(grace=grace)
+
+    def kill(self) -> None:
+        """SIGKILL: an abrupt worker outage; ``start()`` brings it back on the same port."""
+        if self._proc is not None:
+            self._proc.kill()
+
+    def log_tail(self, lines: int = 60) -> str:
+        return self._proc.log_tail(lines) if self._proc is not None else "(not started)"
+
+    def _root_ok(self) -> bool:
+        return httpx.get(f"{self.url}/", timeout=2).status_code == 200
+
+    def _ready(self) -> bool:
+        # /health (KIP-1017) turns 200 once the herder thread runs, which can be before the worker
+        # joined its group; GET /connectors is answered by the herder only outside a rebalance
+        # (409 during one), so together they mean "can take connector writes now".
+        # /connector-plugins proves the plugin scan found the FileStream connectors.
+        for path in ("/health", "/connectors"):
+            if httpx.get(f"{self.url}{path}", timeout=5).status_code != 200:
+                return False
+        plugins = httpx.get(f"{self.url}/connector-plugins", timeout=5)
+        return plugins.status_code == 200 and any(p.get("class") == FILESTREAM_SOURCE for p in plugins.json())
+
+
+class ConnectFactory(Protocol):
+    """The ``connect_factory`` fixture: start one more worker group on the session's broker."""
+
+    def __call__(
+        self,
+        name: str | None = None,
+        *,
+        override_policy: str = "All",
+        offset_partitions: int = 25,
+        extra_properties: Mapping[str, str] | None = None,
+        plugin_path: Sequence[Path] = (),
+        extra_classpath: Sequence[Path] = (),
+    ) -> ConnectWorker: ...
+
+
+# --------------------------------------------------------------------------------------------------
+# Everything together
+# --------------------------------------------------------------------------------------------------
+
+
+class TestEnv(_Server):
+    """kube-apiserver, Tansu and one Connect worker; kube starts concurrently with Kafka+Connect."""
+
+    __test__ = False  # not a pytest test class despite the name
+
+    def __init__(self, root: Path, *, override_policy: str = "All") -> None:
+        self.root = root
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.kube = KubeAPI(root)
+        self.kafka = Tansu(root)
+        self.connect = ConnectWorker(root, self.kafka.bootstrap, override_policy=override_policy)
+        self.startup_seconds: float | None = None
+
+    def start(self) -> Self:
+        t0 = time.monotonic()
+        kube_error: list[BaseException] = []
+
+        def start_kube() -> None:
+            try:
+                self.kube.start()
+            except BaseException as exc:  # re-raised in the caller's thread below
+                kube_error.append(exc)
+
+        def join_kube() -> None:
+            kube_thread.join(timeout=self.kube.timeout * 2)
+            if kube_error:
+                raise kube_error[0]
+            if kube_thread.is_alive():
+                raise ServerStartError("kube-apiserver start did not finish")
+
+        kube_thread = threading.Thread(target=start_kube, name="start-kube", daemon=True)
+        kube_thread.start()
+        try:
+            self.kafka.start()
+            self.connect.start()
+            join_kube()
+        except BaseException:
+            # Also on Ctrl-C: let the kube thread finish first, or it could spawn the apiserver
+            # after stop() ran and leave it orphaned.
+            kube_thread.join(timeout=self.kube.timeout * 2)
+            self.stop()
+            raise
+        self.startup_seconds = time.monotonic() - t0
+        return self
+
+    def stop(self) -> None:
+        self.connect.stop()
+        self.kafka.stop()
+        self.kube.stop()
+
+    @property
+    def processes(self) -> list[ManagedProcess]:
+        return [*self.kube.processes, *self.kafka.processes, *self.connect.processes]
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "kube": {
+                "url": self.kube.url,
+                "kubeconfig": str(self.kube.kubeconfig_path),
+                "token": self.kube.token,
+                "ca": str(self.kube.ca_path),
+                "user_tokens": self.kube.user_tokens,
+                "log": str(self.kube.log_path),
+            },
+            "kafka": {"bootstrap": self.kafka.bootstrap, "log": str(self.kafka.log_path)},
+            "connect": {
+                "url": self.connect.url,
+                "group_id": self.connect.group_id,
+                "topics": {
+                    "config": self.connect.config_topic,
+                    "offset": self.connect.offset_topic,
+                    "status": self.connect.status_topic,
+                },
+                "log": str(self.connect.log_path),
+            },
+            "pids": {p.name: p.pid for p in self.processes},
+            "startup_seconds": {
+                "kube": self.kube.startup_seconds,
+                "kafka": self.kafka.startup_seconds,
+                "connect": self.connect.startup_seconds[-1] if self.connect.startup_seconds else None,
+                "total": self.startup_seconds,
+            },
+        }
+
+
+class _Stop(Exception):
+    """Raised from the SIGTERM handler so the CLI unwinds through its ``finally``."""
+
+
+def _raise_stop(signum: int, frame: object) -> None:
+    raise _Stop(signal.Signals(signum).name)
+
+
+def _cmd_up(args: argparse.Namespace) -> int:
+    root = Path(args.dir).resolve()
+    if root.exists() and any(root.iterdir()):
+        print(f"{root} is not empty; give a fresh --dir", file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGTERM, _raise_stop)
+    signal.signal(signal.SIGINT, _raise_stop)
+    env = TestEnv(root, override_policy=args.connect_policy)
+    try:
+        env.start()
+        info = env.describe()
+        (root / "env.json").write_text(json.dumps(info, indent=2) + "\n")
+        print(json.dumps(info, indent=2), flush=True)
+        reported: set[str] = set()
+        while True:
+            time.sleep(1)
+            for proc in env.processes:
+                if not proc.alive and proc.name not in reported:
+                    reported.add(proc.name)
+                    print(
+                        f"warning: {proc.name} exited (code {proc.returncode}), see {proc.log_path}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+    except _Stop as stop:
+        print(f"{stop}: stopping test servers", file=sys.stderr, flush=True)
+    except (MissingTestEnvError, ServerStartError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        # Ignore further signals while shutting down so a second Ctrl-C cannot orphan servers.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        env.stop()
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.env.servers",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    up = sub.add_parser("up", help="start all servers and stay in the foreground until SIGINT/SIGTERM")
+    up.add_argument("--dir", required=True, help="working directory (fresh or empty) for logs and data")
+    up.add_argument(
+        "--connect-policy",
+        default="All",
+        help="connector.client.config.override.policy of the Connect worker (default: All)",
+    )
+    args = parser.parse_args(argv)
+    if args.command == "up":
+        return _cmd_up(args)
+    return 2  # pragma: no cover - argparse rejects unknown commands
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,165 @@
+"""Thresholds, assignment bounds and the verdict document."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pyspark.sql import SparkSession
+
+from connectops_check.job import needs_spark, run_check
+from connectops_check.results import MemberLoad
+from connectops_check.snapshot import ConnectorKind, Snapshot, TaskInfo
+from connectops_check.verdict import Settings, assignment_balance
+from tests.spark.check_helpers import History, member, snapshot
+
+
+def loads(*counts: int) -> list[MemberLoad]:
+    return [MemberLoad(f"m{i}", f"c{i}", i, c) for i, c in enumerate(counts)]
+
+
+class TestAssignmentBalance:
+    def test_best_possible_split_is_balanced(self) -> None:
+        # 10 over 3: mean 3.33; bounds [floor(3.33*0.9)=3, ceil(3.33*1.1)=4]; 4/3/3 fits
+        a = assignment_balance(loads(4, 3, 3), 1.10)
+        assert (a["lowerLimit"], a["upperLimit"], a["balanced"]) == (3, 4, True)
+        assert a["maxOverMean"] == pytest.approx(1.2)
+        assert a["rangeAssignorPattern"] is False
+
+    def test_float_rounding_does_not_widen_the_bound(self) -> None:
+        # mean 10: 10 * 1.1 is 11.000000000000002 in floating point; the bound must stay 11
+        a = assignment_balance(loads(12, 10, 8, 10), 1.10)
+        assert (a["upperLimit"], a["lowerLimit"], a["balanced"]) == (11, 9, False)
+        assert assignment_balance(loads(11, 10, 9, 10), 1.10)["balanced"] is True
+
+    def test_range_assignor_pattern(self) -> None:
+        # 10 members, 30 partitions: two members hold 12 each, the rest 6 in total.
+        # top ceil(20% of 10) = 2 members hold 24/30 = 80% > 50%, and 12 > ceil(3*1.1) = 4
+        a = assignment_balance(loads(12, 12, 1, 1, 1, 1, 1, 1, 0, 0), 1.10)
+        assert (a["topMembers"], a["topMembersShare"]) == (2, pytest.approx(0.8))
+        assert (a["balanced"], a["rangeAssignorPattern"]) == (False, True)
+
+    def test_uneven_but_not_concentrated_is_not_range(self) -> None:
+        # 5,5,0,0: top 1 of 4 holds exactly 50%, not more: unbalanced, not the pattern
+        a = assignment_balance(loads(5, 5, 0, 0), 1.10)
+        assert (a["balanced"], a["rangeAssignorPattern"]) == (False, False)
+
+    def test_single_member_and_no_member(self) -> None:
+        assert assignment_balance(loads(7), 1.10)["balanced"] is True
+        assert assignment_balance(loads(7), 1.10)["rangeAssignorPattern"] is False
+        empty = assignment_balance([], 1.10)
+        assert (empty["members"], empty["maxOverMean"], empty["balanced"]) == (0, None, True)
+
+
+def test_source_connector_is_not_applicable_without_spark() -> None:
+    snap = Snapshot(connector="files", kind=ConnectorKind.SOURCE, connector_class="FileStreamSource")
+    assert not needs_spark(snap)
+    doc = run_check(snap, Settings(), None)
+    assert doc["verdict"] == "NOT_APPLICABLE"
+    assert [r["code"] for r in doc["reasons"]] == ["SOURCE_CONNECTOR"]
+    json.dumps(doc)
+
+
+def test_settings_reject_nonsense() -> None:
+    with pytest.raises(ValueError, match="window"):
+        Settings(window=0)
+    with pytest.raises(ValueError, match="assignment_threshold"):
+        Settings(assignment_threshold=0.9)
+
+
+def codes(doc: dict[str, object]) -> set[str]:
+    return {r["code"] for r in doc["reasons"]}  # type: ignore[attr-defined, index]
+
+
+def steady(topic: str, p: int, traffic: int, samples: int = 10) -> History:
+    """Caught up at every sample, ``traffic`` records per partition over the window."""
+    ends = [round(traffic * i / (samples - 1)) for i in range(samples)]
+    return History(topic, p, ends, ends)
+
+
+@pytest.mark.spark
+class TestVerdict:
+    def test_healthy(self, spark: SparkSession) -> None:
+        hs = [steady("t", p, 200) for p in range(4)]
+        snap = snapshot(hs, members=[member(0, ("t", 0), ("t", 1)), member(1, ("t", 2), ("t", 3))],
+                        tasks=[TaskInfo(0, "w", "RUNNING"), TaskInfo(1, "w", "RUNNING")])
+        doc = run_check(snap, Settings(), spark)
+        assert doc["verdict"] == "HEALTHY", doc["reasons"]
+        assert doc["headline"]["totalLag"] == 0
+        assert doc["headline"]["burrowStatus"] == "OK"
+        assert doc["headline"]["maxTrafficSkew"] == pytest.approx(1.0)
+        assert doc["balance"]["assignment"]["balanced"] is True
+        json.dumps(doc)
+
+    def test_hot_partition_degrades(self, spark: SparkSession) -> None:
+        # one key: all 300 records in partition 0 -> max/mean 4, Gini 0.75
+        hs = [steady("t", 0, 300), *[steady("t", p, 0) for p in (1, 2, 3)]]
+        snap = snapshot(hs, members=[member(0, ("t", 0), ("t", 1), ("t", 2), ("t", 3))])
+        doc = run_check(snap, Settings(), spark)
+        assert doc["verdict"] == "DEGRADED"
+        assert codes(doc) == {"TRAFFIC_SKEW", "TRAFFIC_GINI"}
+        assert doc["headline"]["maxTrafficSkew"] == pytest.approx(4.0)
+        assert doc["headline"]["maxGini"] == pytest.approx(0.75)
+
+    def test_low_traffic_is_not_judged(self, spark: SparkSession) -> None:
+        hs = [steady("t", 0, 30), *[steady("t", p, 0) for p in (1, 2, 3)]]
+        doc = run_check(snapshot(hs, members=[member(0, ("t", 0), ("t", 1), ("t", 2), ("t", 3))]), Settings(), spark)
+        assert doc["verdict"] == "HEALTHY"
+        assert "LOW_TRAFFIC" in codes(doc)
+        assert run_check(snapshot(hs, members=[]), Settings(min_traffic=10), spark)["verdict"] == "DEGRADED"
+
+    def test_paused_connector_with_lag_is_unhealthy(self, spark: SparkSession) -> None:
+        ends = [100 + 10 * i for i in range(10)]
+        snap = snapshot(
+            [History("t", 0, ends, [50] * 10)],
+            members=[member(0, ("t", 0))],
+            tasks=[TaskInfo(0, "w", "PAUSED")],
+            connector_state="PAUSED",
+        )
+        doc = run_check(snap, Settings(), spark)
+        assert doc["verdict"] == "UNHEALTHY"
+        assert {"BURROW_ERR", "CONNECTOR_NOT_RUNNING"} <= codes(doc)
+        assert doc["lag"]["burrow"] | {"nonOkPartitions": None} == {
+            "status": "ERR",
+            "worstPartitionStatus": "STOP",
+            "statusCounts": {"STOP": 1},
+            "nonOkPartitions": None,
+            "nonOkTruncated": 0,
+        }
+        assert doc["lag"]["total"] == 140
+
+    def test_warn_and_lag_threshold(self, spark: SparkSession) -> None:
+        ends = [100 + 10 * i for i in range(10)]
+        snap = snapshot([History("t", 0, ends, [5 * i for i in range(10)])], members=[member(0, ("t", 0))])
+        doc = run_check(snap, Settings(max_lag=100), spark)
+        assert doc["verdict"] == "DEGRADED"
+        assert codes(doc) == {"BURROW_WARN", "LAG_ABOVE_MAX"}
+        assert doc["headline"]["burrowStatus"] == "WARN"
+        assert run_check(snap, Settings(max_lag=145), spark)["verdict"] == "DEGRADED"
+        assert codes(run_check(snap, Settings(max_lag=145), spark)) == {"BURROW_WARN"}
+
+    def test_failed_task_and_unbalanced_assignment(self, spark: SparkSession) -> None:
+        hs = [steady("t", p, 200) for p in range(6)]
+        snap = snapshot(
+            hs,
+            members=[member(0, *[("t", p) for p in range(5)]), member(1, ("t", 5)), member(2)],
+            tasks=[TaskInfo(0, "w", "RUNNING"), TaskInfo(1, "w", "RUNNING"), TaskInfo(2, "w", "FAILED")],
+        )
+        doc = run_check(snap, Settings(), spark)
+        assert doc["verdict"] == "UNHEALTHY"
+        assert codes(doc) == {"TASK_FAILED", "ASSIGNMENT_UNBALANCED", "RANGE_ASSIGNOR_PATTERN"}
+        assert doc["headline"]["assignmentMaxOverMean"] == pytest.approx(2.5)
+
+    def test_unassigned_partitions_and_missing_ownership(self, spark: SparkSession) -> None:
+        hs = [steady("t", p, 200) for p in range(2)]
+        doc = run_check(snapshot(hs, members=[member(0, ("t", 0))]), Settings(), spark)
+        assert "UNASSIGNED_PARTITIONS" in codes(doc)
+        doc = run_check(snapshot(hs, members=None), Settings(), spark)
+        assert doc["verdict"] == "HEALTHY"
+        assert "OWNERSHIP_UNKNOWN" in codes(doc)
+        assert doc["balance"]["assignment"] is None
+
+    def test_not_measurable_snapshot(self, spark: SparkSession) -> None:
+        snap = Snapshot(connector="s", kind=ConnectorKind.SINK, not_applicable_reason="log-end offsets could not be read")
+        doc = run_check(snap, Settings(), spark)
+        assert (doc["verdict"], [r["code"] for r in doc["reasons"]]) == ("NOT_APPLICABLE", ["NOT_MEASURABLE"])

@@ -1,0 +1,89 @@
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from connectops.models.base import Condition, set_condition
+from connectops.models.connector import ConnectorSpec, ProducerOverrides
+from connectops.validation import describe_validation_error
+
+BASE = {"clusterRef": {"name": "c"}, "class": "FileStreamSource"}
+
+
+def test_camel_case_and_defaults() -> None:
+    spec = ConnectorSpec.model_validate({**BASE, "tasksMax": 2, "config": {"file": "/x", "batch": 5}})
+    assert spec.tasks_max == 2
+    assert spec.state == "running"
+    assert spec.auto_restart.enabled is True
+    assert spec.config == {"file": "/x", "batch": 5}
+
+
+@pytest.mark.parametrize("key", ["name", "connector.class", "tasks.max"])
+def test_owned_keys_rejected(key: str) -> None:
+    with pytest.raises(ValidationError, match="set by spec fields"):
+        ConnectorSpec.model_validate({**BASE, "config": {key: "x"}})
+
+
+def test_override_keys_belong_in_override_blocks() -> None:
+    with pytest.raises(ValidationError, match="producerOverrides"):
+        ConnectorSpec.model_validate({**BASE, "config": {"producer.override.acks": "all"}})
+
+
+def test_unknown_fields_and_wrong_types_rejected() -> None:
+    with pytest.raises(ValidationError):
+        ConnectorSpec.model_validate({**BASE, "tasksMaxx": 2})
+    with pytest.raises(ValidationError):
+        ConnectorSpec.model_validate({**BASE, "state": "sleeping"})
+    with pytest.raises(ValidationError):
+        ConnectorSpec.model_validate({**BASE, "tasksMax": 0})
+
+
+def test_validation_message_never_contains_input_values() -> None:
+    secret = "hunter2-very-secret"
+    with pytest.raises(ValidationError) as err:
+        ConnectorSpec.model_validate({**BASE, "tasksMax": secret})
+    text = describe_validation_error(err.value)
+    assert "tasksMax" in text
+    assert secret not in text
+
+
+def test_producer_overrides_render_kafka_names() -> None:
+    overrides = ProducerOverrides.model_validate(
+        {
+            "batchSize": 1024,
+            "lingerMs": 5,
+            "enableIdempotence": False,
+            "compressionType": "zstd",
+            "maxInFlightRequestsPerConnection": 1,
+            "config": {"max.request.size": 2048},
+        }
+    )
+    assert overrides.as_properties() == {
+        "batch.size": "1024",
+        "linger.ms": "5",
+        "enable.idempotence": "false",
+        "compression.type": "zstd",
+        "max.in.flight.requests.per.connection": "1",
+        "max.request.size": "2048",
+    }
+
+
+def test_condition_transition_time_kept_when_status_unchanged() -> None:
+    conds = set_condition([], "Ready", True, "Running", "ok", 1, now="2026-01-01T00:00:00Z")
+    again = set_condition(conds, "Ready", True, "Running", "still ok", 2, now="2026-01-02T00:00:00Z")
+    assert again[0].last_transition_time == "2026-01-01T00:00:00Z"
+    assert again[0].observed_generation == 2
+    flipped = set_condition(again, "Ready", False, "Failed", "x", 2, now="2026-01-03T00:00:00Z")
+    assert flipped[0].last_transition_time == "2026-01-03T00:00:00Z"
+    assert isinstance(flipped[0], Condition)
+
+
+@pytest.mark.parametrize("name", ["a/b", "50%", "back\\slash", ".", ".."])
+def test_unaddressable_connector_names_rejected(name: str) -> None:
+    with pytest.raises(ValidationError, match="cannot address"):
+        ConnectorSpec.model_validate({**BASE, "connectorName": name})
+
+
+@pytest.mark.parametrize("name", ["orders eu+west #1?", "ünï & x;=[y]", "a.b"])
+def test_names_needing_encoding_accepted(name: str) -> None:
+    assert ConnectorSpec.model_validate({**BASE, "connectorName": name}).connector_name == name

@@ -1,0 +1,218 @@
+"""The Connector planner with plain data: no Connect, no Kubernetes, no mocks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from connectops.models.connect_cluster import Capabilities
+from connectops.models.connector import ConnectorSpec, DesiredState
+from connectops.planning.connector import (
+    Create,
+    ObservedConnector,
+    RestartBook,
+    RestartFailed,
+    SetState,
+    UpdateConfig,
+    capabilities_for,
+    config_drift,
+    plan_connector,
+    readiness,
+    render_config,
+    restart_delay,
+)
+
+MODERN = capabilities_for("4.3.0")
+OLD = capabilities_for("3.4.1")
+
+
+def spec(**kw: Any) -> ConnectorSpec:
+    return ConnectorSpec.model_validate(
+        {"clusterRef": {"name": "c"}, "class": "FileStreamSource", "config": {"file": "/f"}, **kw}
+    )
+
+
+def desired(s: ConnectorSpec) -> dict[str, str]:
+    return render_config(s, "conn", {})
+
+
+def plan(
+    s: ConnectorSpec,
+    observed: ObservedConnector,
+    caps: Capabilities = MODERN,
+    locked_by: str | None = None,
+    book: RestartBook | None = None,
+    now: float = 1000.0,
+) -> Any:
+    return plan_connector(
+        s, desired(s), observed, caps, locked_by=locked_by, restarts=book or RestartBook(), now=now
+    )
+
+
+@pytest.mark.parametrize(
+    ("version", "stop", "alter", "initial", "only_failed"),
+    [
+        ("2.8.2", False, False, False, False),
+        ("3.0.0", False, False, False, True),
+        ("3.5.1", True, False, False, True),
+        ("3.6.0", True, True, False, True),
+        ("3.7.0", True, True, True, True),
+        ("4.3.0", True, True, True, True),
+        ("7.5.0-ccs", True, False, False, True),
+        ("7.6.1-ccs", True, True, False, True),
+        ("3.9.0-SNAPSHOT", True, True, True, True),
+    ],
+)
+def test_capabilities_by_version(
+    version: str, stop: bool, alter: bool, initial: bool, only_failed: bool
+) -> None:
+    caps = capabilities_for(version)
+    assert (caps.stop, caps.alter_offsets, caps.initial_state, caps.restart_only_failed) == (
+        stop,
+        alter,
+        initial,
+        only_failed,
+    )
+
+
+def test_render_config_with_overrides_and_secrets() -> None:
+    s = spec(
+        tasksMax=3,
+        producerOverrides={"lingerMs": 20, "config": {"max.request.size": "1"}},
+        consumerOverrides={"max.poll.records": 10},
+        adminOverrides={"request.timeout.ms": "5"},
+        configFrom={"db.password": {"secretKeyRef": {"name": "s", "key": "k"}}},
+    )
+    rendered = render_config(s, "my conn", {"db.password": "pw"})
+    assert rendered == {
+        "file": "/f",
+        "producer.override.linger.ms": "20",
+        "producer.override.max.request.size": "1",
+        "consumer.override.max.poll.records": "10",
+        "admin.override.request.timeout.ms": "5",
+        "db.password": "pw",
+        "connector.class": "FileStreamSource",
+        "tasks.max": "3",
+        "name": "my conn",
+    }
+
+
+def test_missing_connector_is_created_in_desired_state_when_supported() -> None:
+    s = spec(state="paused")
+    p = plan(s, ObservedConnector(live_config=None, state=None))
+    assert p.needs_validation
+    assert p.actions == [Create(initial_state="PAUSED")]
+
+
+def test_old_worker_creates_then_sets_state() -> None:
+    s = spec(state="paused")
+    p = plan(s, ObservedConnector(live_config=None, state=None), caps=OLD)
+    assert p.actions == [Create(initial_state=None), SetState(DesiredState.PAUSED, None)]
+
+
+def test_stopped_refused_on_old_worker() -> None:
+    p = plan(spec(state="stopped"), ObservedConnector(live_config=None, state=None), caps=OLD)
+    assert p.unsupported
+    assert "3.5" in p.unsupported
+    assert p.actions == []
+
+
+def test_no_action_when_nothing_differs() -> None:
+    s = spec()
+    p = plan(s, ObservedConnector(live_config=desired(s), state="RUNNING", task_count=1))
+    assert p.actions == []
+    assert not p.needs_validation
+    assert p.drift == []
+
+
+def test_config_change_is_validated_then_put_with_changed_keys_only() -> None:
+    s = spec(producerOverrides={"batchSize": 100})
+    live = desired(spec())
+    p = plan(s, ObservedConnector(live_config=live, state="RUNNING", task_count=1))
+    assert p.needs_validation
+    assert p.actions == [UpdateConfig(("producer.override.batch.size",))]
+
+
+def test_config_drift_reports_removed_and_changed_keys() -> None:
+    assert config_drift({"a": "1", "b": "2"}, {"a": "1", "b": "3", "c": "x"}) == ["b", "c"]
+
+
+@pytest.mark.parametrize(
+    ("desired_state", "observed", "expected"),
+    [
+        ("running", "PAUSED", DesiredState.RUNNING),
+        ("running", "STOPPED", DesiredState.RUNNING),
+        ("paused", "RUNNING", DesiredState.PAUSED),
+        ("paused", "STOPPED", DesiredState.PAUSED),
+        ("stopped", "RUNNING", DesiredState.STOPPED),
+        ("stopped", "FAILED", DesiredState.STOPPED),
+        ("stopped", "PAUSED", DesiredState.STOPPED),
+    ],
+)
+def test_state_transitions(desired_state: str, observed: str, expected: DesiredState) -> None:
+    s = spec(state=desired_state)
+    p = plan(s, ObservedConnector(live_config=desired(s), state=observed, task_count=1))
+    assert p.actions == [SetState(expected, observed)]
+
+
+@pytest.mark.parametrize("transitional", ["UNASSIGNED", "RESTARTING"])
+def test_transitional_states_wait(transitional: str) -> None:
+    s = spec(state="paused")
+    p = plan(s, ObservedConnector(live_config=desired(s), state=transitional))
+    assert p.actions == []
+
+
+def test_lock_blocks_everything_including_config() -> None:
+    s = spec(producerOverrides={"batchSize": 1})
+    p = plan(s, ObservedConnector(live_config=desired(spec()), state="STOPPED"), locked_by="default/reset-1")
+    assert p.blocked_reason == "default/reset-1"
+    assert p.actions == []
+
+
+def test_failed_tasks_restart_with_doubling_backoff() -> None:
+    s = spec(autoRestart={"backoff": {"initialSeconds": 10, "maxSeconds": 60}})
+    obs = ObservedConnector(live_config=desired(s), state="RUNNING", failed_tasks=(1,), task_count=2)
+    first = plan(s, obs)
+    assert first.actions == [RestartFailed((1,), False, True)]
+    # second restart is due 20 s after the first (count 1 -> 10 * 2)
+    waiting = plan(s, obs, book=RestartBook(count=1, last_restart_at=1000.0), now=1015.0)
+    assert waiting.actions == []
+    assert waiting.requeue_after == pytest.approx(5.0)
+    due = plan(s, obs, book=RestartBook(count=1, last_restart_at=1000.0), now=1020.0)
+    assert due.actions == [RestartFailed((1,), False, True)]
+    assert restart_delay(10, 10, 60) == 60
+
+
+def test_restart_limit() -> None:
+    s = spec(autoRestart={"maxRestarts": 2})
+    obs = ObservedConnector(live_config=desired(s), state="FAILED", connector_failed=True)
+    p = plan(s, obs, book=RestartBook(count=2, last_restart_at=0.0))
+    assert p.restart_limit_reached
+    assert p.actions == []
+
+
+def test_old_worker_restarts_per_task() -> None:
+    s = spec()
+    obs = ObservedConnector(live_config=desired(s), state="RUNNING", failed_tasks=(0,), task_count=1)
+    assert plan(s, obs, caps=capabilities_for("2.8.0")).actions == [RestartFailed((0,), False, False)]
+
+
+def test_no_restart_when_paused_or_disabled() -> None:
+    s = spec(state="paused")
+    obs = ObservedConnector(live_config=desired(s), state="PAUSED", failed_tasks=(0,), task_count=1)
+    assert plan(s, obs).actions == []
+    s2 = spec(autoRestart={"enabled": False})
+    obs2 = ObservedConnector(live_config=desired(s2), state="RUNNING", failed_tasks=(0,), task_count=1)
+    assert plan(s2, obs2).actions == []
+
+
+def test_readiness() -> None:
+    s = spec()
+    live = desired(s)
+    assert readiness(s, ObservedConnector(live, "RUNNING", task_count=1)).ready
+    assert readiness(s, ObservedConnector(live, "RUNNING", task_count=0)).reason == "NoTasks"
+    assert readiness(s, ObservedConnector(live, "RUNNING", (0,), 1)).reason == "TasksFailed"
+    assert readiness(s, ObservedConnector(live, "PAUSED", task_count=1)).reason == "StateMismatch"
+    stopped = spec(state="stopped")
+    assert readiness(stopped, ObservedConnector(live, "STOPPED")).ready

@@ -22,6 +22,7 @@ from connectops.reconcilers.clusters import ClusterRegistry
 from connectops.reconcilers.common import EmitEvent, Outcome, status_patch
 from connectops.reconcilers.connect_cluster import ConnectClusterReconciler
 from connectops.reconcilers.connector import ConnectorObject, ConnectorReconciler
+from connectops.reconcilers.offset_reset import OffsetResetExecutor
 from connectops.settings import load
 
 SETTINGS = load()
@@ -37,6 +38,7 @@ class Runtime:
         self.clusters = ClusterRegistry(self.kube, SETTINGS)
         self.connectors = ConnectorReconciler(self.kube, self.clusters, SETTINGS)
         self.connect_clusters = ConnectClusterReconciler(self.clusters, SETTINGS)
+        self.resets = OffsetResetExecutor(self.kube, self.clusters, SETTINGS)
         self.locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
 
 
@@ -182,3 +184,29 @@ async def cluster_deleted(body: kopf.Body, **_: Any) -> None:
     handle = runtime().clusters.forget(body["metadata"]["namespace"], body["metadata"]["name"])
     if handle is not None:
         await handle.client.aclose()
+
+
+# -- OffsetReset ---------------------------------------------------------------------------------
+
+
+@kopf.on.resume(GROUP, VERSION, "offsetresets")
+@kopf.on.create(GROUP, VERSION, "offsetresets")
+@kopf.on.update(GROUP, VERSION, "offsetresets", field="spec")
+async def offset_reset(body: kopf.Body, retry: int, **_: Any) -> None:
+    """Runs (or resumes) the step machine; it writes its own status step by step."""
+    rt = runtime()
+    try:
+        async with rt.locks[body["metadata"]["uid"]]:
+            await rt.resets.run(body, _emitter(body))
+    except Exception as exc:
+        metrics.RECONCILE_ERRORS.labels(kind="OffsetReset", error=type(exc).__name__).inc()
+        raise as_kopf_error(
+            exc, retry=retry, base=SETTINGS.retry_seconds, maximum=SETTINGS.retry_max_seconds
+        ) from None
+
+
+@kopf.on.delete(GROUP, VERSION, "offsetresets", optional=True)
+async def offset_reset_deleted(body: kopf.Body, **_: Any) -> None:
+    """Deleting a reset releases its lock (the Lease is owned by it, so garbage collection would
+    too, where a controller manager runs)."""
+    await runtime().resets.release(body)

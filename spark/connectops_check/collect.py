@@ -128,7 +128,7 @@ class ConnectRest:
     def offsets(self, name: str) -> dict[str, Any] | None:
         """KIP-875 offsets, or None when the worker predates them (Connect < 3.5)."""
         response = self._get(f"/connectors/{quote(name, safe='')}/offsets")
-        if response.status_code in (404, 405) and "offsets" not in response.text:
+        if response.status_code in (404, 405):  # the connector exists (checked first): no endpoint
             return None
         response.raise_for_status()
         payload = response.json()
@@ -216,37 +216,43 @@ class _Kafka:
         if message not in self.notes:
             self.notes.append(message)
 
-    def partitions(self, topics: list[str] | None) -> tuple[list[str], list[TopicPartition]]:
-        """All topic names on the cluster, and the partitions of ``topics`` (None: none)."""
+    def topic_partitions(self) -> dict[str, list[int]]:
+        """Every topic on the cluster and its partition numbers (one metadata request)."""
         metadata = self.admin.list_topics(timeout=REQUEST_TIMEOUT_S)
-        names = sorted(metadata.topics)
-        found: list[TopicPartition] = []
-        for topic in topics or []:
-            meta = metadata.topics.get(topic)
-            if meta is None or meta.error is not None:
-                self.notes.append(
-                    f"{self.label}: topic {topic} not found: {None if meta is None else meta.error}"
-                )
-                continue
-            found.extend(TopicPartition(topic, p) for p in sorted(meta.partitions))
-        return names, found
+        return {
+            name: sorted(meta.partitions)
+            for name, meta in sorted(metadata.topics.items())
+            if meta.error is None
+        }
 
     def list_offsets(
         self, partitions: list[TopicPartition], spec: OffsetSpec, call: str
     ) -> dict[TopicPartition, OffsetAnswer] | None:
+        """Answers per partition; partitions the broker refuses are left out (and noted).
+
+        None only when no partition got an answer, which is what an unsupported request
+        looks like; one deleted topic must not blank out the others.
+        """
         if not partitions:
             return {}
         request = {KafkaTopicPartition(tp.topic, tp.partition): spec for tp in partitions}
         try:
             futures = self.admin.list_offsets(request, request_timeout=REQUEST_TIMEOUT_S)
-            answers = {ktp: f.result(timeout=REQUEST_TIMEOUT_S) for ktp, f in futures.items()}
-        except (KafkaException, NotImplementedError, TimeoutError) as error:
+        except (KafkaException, NotImplementedError) as error:
             self._note(call, error)
             return None
-        return {
-            TopicPartition(ktp.topic, ktp.partition): OffsetAnswer(int(a.offset), int(a.timestamp))
-            for ktp, a in answers.items()
-        }
+        answers: dict[TopicPartition, OffsetAnswer] = {}
+        failed: list[str] = []
+        for ktp, future in futures.items():
+            try:
+                a = future.result(timeout=REQUEST_TIMEOUT_S)
+            except (KafkaException, TimeoutError) as error:
+                failed.append(f"{ktp.topic}-{ktp.partition}: {error}")
+                continue
+            answers[TopicPartition(ktp.topic, ktp.partition)] = OffsetAnswer(int(a.offset), int(a.timestamp))
+        if failed:
+            self._note(call, RuntimeError(f"{len(failed)} partitions failed, first: {failed[0]}"))
+        return answers or None
 
     def log_offsets(
         self, partitions: list[TopicPartition], spec: OffsetSpec, call: str
@@ -394,9 +400,12 @@ def _collect_sink(
     group = info.config.get("consumer.override.group.id") or f"connect-{info.name}"
     snapshot.group_id = group
     kafka = _Kafka(bootstrap, client_config, snapshot.notes, "kafka")
-    names, _ = kafka.partitions(None)
-    topics = sink_topics(info.config, names)
-    _, partitions = kafka.partitions(topics)
+    available = kafka.topic_partitions()
+    topics = sink_topics(info.config, available)
+    missing = [t for t in topics if t not in available]
+    if missing:
+        snapshot.notes.append(f"kafka: topics {missing} do not exist on {bootstrap}")
+    partitions = [TopicPartition(t, p) for t in topics for p in available.get(t, [])]
     if not partitions:
         snapshot.not_applicable_reason = f"the sink's topics {topics} have no partitions on {bootstrap}"
         return

@@ -20,7 +20,7 @@ human can read messages.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from connectops_check.results import MemberLoad, MetricResults, PartitionLag, TrafficStats, rollup
@@ -147,7 +147,10 @@ def build(snapshot: Snapshot, results: MetricResults | None, settings: Settings)
         "balance": None,
         "tasks": {
             "connectorState": snapshot.connector_state,
-            "tasks": [asdict(t) for t in snapshot.tasks],
+            "tasks": [
+                {"taskId": t.task_id, "workerId": t.worker_id, "state": t.state, "trace": t.trace}
+                for t in snapshot.tasks
+            ],
         },
         "collection": {
             "samples": len(snapshot.samples),
@@ -288,7 +291,7 @@ def _balance_block(
     assignment: dict[str, Any] | None = None
     if snapshot.members is None:
         reasons.add(
-            "INFO", "OWNERSHIP_UNKNOWN", "member assignments were not collected; see collection notes"
+            "INFO", "OWNERSHIP_UNKNOWN", "which member holds which partition is unknown; see collection notes"
         )
     else:
         assignment = assignment_balance(results.members, settings.assignment_threshold)

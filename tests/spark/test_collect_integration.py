@@ -7,10 +7,12 @@ lag measured from it, too small. Apache Kafka has no such caveat.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -174,3 +176,79 @@ def test_records_keyed_to_one_partition_flag_balance(
     assert topic["gini"] == pytest.approx(0.75)
     assert doc["verdict"] in ("DEGRADED", "UNHEALTHY")
     assert {"TRAFFIC_SKEW", "TRAFFIC_GINI"} <= {r["code"] for r in doc["reasons"]}
+
+
+class _MirrorRest(BaseHTTPRequestHandler):
+    """The four Connect REST answers a MirrorSourceConnector gives (no MM2 jars exist here)."""
+
+    routes: dict[str, Any] = {}
+
+    def do_GET(self) -> None:
+        body = self.routes.get(self.path)
+        payload = json.dumps(body if body is not None else {"error_code": 404}).encode()
+        self.send_response(200 if body is not None else 404)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, *args: Any) -> None:  # keep the test output clean
+        pass
+
+
+def test_mirror_source_lag_from_stored_offsets(kafka: Any, spark: SparkSession) -> None:
+    """MM2 lag = source log-end - (stored + 1), with log-ends read from the real broker."""
+    topic = f"mm2-src-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    for f in admin.create_topics([NewTopic(topic, 2, 1)]).values():
+        f.result(30)
+    producer = Producer({"bootstrap.servers": kafka.bootstrap, "linger.ms": 0})
+    for partition, count in ((0, 9), (1, 5)):
+        for i in range(count):
+            producer.produce(topic, value=str(i).encode(), partition=partition)
+            producer.flush(10)
+
+    name = "east->west.MirrorSourceConnector"  # a name that needs path encoding
+    base = f"/connectors/{quote(name, safe='')}"
+    _MirrorRest.routes = {
+        base: {
+            "name": name,
+            "type": "source",
+            "config": {
+                "connector.class": "org.apache.kafka.connect.mirror.MirrorSourceConnector",
+                "source.cluster.alias": "east",
+                "source.cluster.bootstrap.servers": kafka.bootstrap,
+            },
+        },
+        f"{base}/status": {
+            "connector": {"state": "RUNNING", "worker_id": "w"},
+            "tasks": [{"id": 0, "state": "RUNNING", "worker_id": "w"}],
+            "type": "source",
+        },
+        f"{base}/tasks": [
+            {"id": {"connector": name, "task": 0}, "config": {"task.assigned.partitions": f"{topic}-0,{topic}-1"}}
+        ],
+        f"{base}/offsets": {
+            "offsets": [
+                # partition 0 replicated up to offset 5 (resumes at 6): 9 - 6 = 3 behind
+                {"partition": {"cluster": "east", "topic": topic, "partition": 0}, "offset": {"offset": 5}},
+                # partition 1 has nothing stored: MM2 starts from earliest, 5 - 0 = 5 behind
+            ]
+        },
+    }
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _MirrorRest)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        snap = collect_snapshot("unused:9092", f"http://127.0.0.1:{server.server_port}", name, 2, 0.5)
+    finally:
+        server.shutdown()
+    assert snap.kind.value == "mirror-source"
+    assert [(p.log_end, p.stored) for p in snap.samples[-1].partitions] == [(9, 5), (5, None)]
+    assert snap.members is not None and [m.task_id for m in snap.members] == [0]
+    doc = run_check(snap, Settings(), spark)
+    assert doc["lag"]["total"] == 8
+    assert {(p["partition"], p["lag"], p["basis"]) for p in doc["lag"]["topPartitions"]} == {
+        (0, 3, "committed"),
+        (1, 5, "earliest"),
+    }
+    assert doc["balance"]["assignment"]["unassignedPartitions"] == 0

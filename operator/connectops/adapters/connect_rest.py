@@ -245,6 +245,14 @@ class ConnectClient:
         data = await self._json("GET", "/connectors", operation="list connectors")
         return [str(n) for n in data]
 
+    async def get_connector(self, name: str) -> JSONDict | None:
+        """``{name, config, tasks, type}``, or None when the connector does not exist."""
+        try:
+            data = await self._json("GET", f"/connectors/{_segment(name)}", operation="get connector")
+        except ConnectNotFound:
+            return None
+        return dict(data)
+
     async def get_config(self, name: str) -> dict[str, str] | None:
         """The live config, or None when the connector does not exist."""
         try:

@@ -114,6 +114,75 @@ class KubeClient:
         )
         return obj
 
+    async def custom_object(self, namespace: str, plural: str, name: str) -> dict[str, Any]:
+        obj: dict[str, Any] = await self._call(
+            self._custom.get_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            namespace,
+            plural,
+            name,
+            what=f"{plural} {namespace}/{name}",
+        )
+        return obj
+
+    async def patch_status(
+        self, namespace: str, plural: str, name: str, status: dict[str, Any]
+    ) -> None:
+        """Merge-patch ``status`` now (not at the end of a kopf handler): the reset step machine
+        must have each step's start and end durable before it moves on."""
+        await self._call(
+            self._custom.patch_namespaced_custom_object_status,
+            GROUP,
+            VERSION,
+            namespace,
+            plural,
+            name,
+            {"status": status},
+            what=f"{plural} {namespace}/{name} status",
+        )
+
+    # -- config maps (offset backups, check verdicts) ---------------------------------------------
+
+    async def config_map(self, namespace: str, name: str) -> client.V1ConfigMap:
+        cm: client.V1ConfigMap = await self._call(
+            self._core.read_namespaced_config_map, name, namespace, what=f"ConfigMap {namespace}/{name}"
+        )
+        return cm
+
+    async def put_config_map(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        data: dict[str, str] | None = None,
+        binary_data: dict[str, str] | None = None,
+        labels: dict[str, str] | None = None,
+        annotations: dict[str, str] | None = None,
+    ) -> None:
+        """Create or replace a ConfigMap (idempotent: a retried step writes the same content)."""
+        body = client.V1ConfigMap(
+            metadata=client.V1ObjectMeta(
+                name=name, namespace=namespace, labels=labels or {}, annotations=annotations or {}
+            ),
+            data=data,
+            binary_data=binary_data,
+        )
+        try:
+            await asyncio.to_thread(self._core.create_namespaced_config_map, namespace, body)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise KubeUnavailable(
+                    f"ConfigMap {namespace}/{name}: API answered {exc.status} {exc.reason}"
+                ) from None
+            await self._call(
+                self._core.replace_namespaced_config_map,
+                name,
+                namespace,
+                body,
+                what=f"ConfigMap {namespace}/{name}",
+            )
+
     # -- offset-reset lock ------------------------------------------------------------------------
 
     async def lock_holder(self, namespace: str, cluster: str, connector: str) -> Lock | None:

@@ -19,9 +19,7 @@ class ResetAction(StrEnum):
     RESTORE = "restore"
 
 
-SINK_ONLY_ACTIONS = frozenset(
-    {ResetAction.TO_EARLIEST, ResetAction.TO_LATEST, ResetAction.TO_TIMESTAMP}
-)
+SINK_ONLY_ACTIONS = frozenset({ResetAction.TO_EARLIEST, ResetAction.TO_LATEST, ResetAction.TO_TIMESTAMP})
 
 
 class ResetStrategy(StrEnum):
@@ -151,18 +149,16 @@ class OffsetResetSpec(CamelModel):
         has_ref = self.connector_ref is not None
         has_name = self.connector_name is not None or self.mirror_maker2 is not None
         if has_ref == has_name:
-            raise ValueError(
-                "set exactly one of connectorRef, or connectorName/mirrorMaker2 with clusterRef"
-            )
+            raise ValueError("set exactly one of connectorRef, or connectorName/mirrorMaker2 with clusterRef")
         if has_name and self.cluster_ref is None:
             raise ValueError("connectorName and mirrorMaker2 need clusterRef")
-        if self.action is ResetAction.ALTER and not self.offsets:
+        if self.action == ResetAction.ALTER and not self.offsets:
             raise ValueError("action alter needs a non-empty offsets list")
-        if self.action is not ResetAction.ALTER and self.offsets:
+        if self.action != ResetAction.ALTER and self.offsets:
             raise ValueError("offsets are only used by action alter")
-        if self.action is ResetAction.TO_TIMESTAMP and not self.timestamp:
+        if self.action == ResetAction.TO_TIMESTAMP and not self.timestamp:
             raise ValueError("action toTimestamp needs timestamp")
-        if self.action is ResetAction.RESTORE and not self.restore_from:
+        if self.action == ResetAction.RESTORE and not self.restore_from:
             raise ValueError("action restore needs restoreFrom")
         if self.mirror_maker2 is not None and self.action in SINK_ONLY_ACTIONS:
             raise ValueError(f"action {self.action} applies to sink connectors, not MirrorMaker 2")

@@ -1,0 +1,348 @@
+"""Pure planning for an OffsetReset: which connectors, which strategy, which steps, and whether
+the requested offsets make sense for each connector kind. No I/O.
+
+The step order is fixed and the heart of the product's safety:
+``lock -> inspect -> backup -> stop -> reset -> offsetSyncs -> resume -> verify -> unlock``.
+A reset never runs while a connector runs (tombstones or REST writes would be overwritten at
+its next offset commit), and nothing is changed before a backup exists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from connectops.models.connect_cluster import Capabilities
+from connectops.models.offset_reset import (
+    SINK_ONLY_ACTIONS,
+    OffsetEntry,
+    OffsetResetSpec,
+    OffsetsTopicLocation,
+    OffsetSyncsCleanup,
+    ResetAction,
+    ResetStrategy,
+    ResumePolicy,
+)
+
+
+class ConnectorKind(StrEnum):
+    SOURCE = "source"
+    SINK = "sink"
+    MIRROR_SOURCE = "mirror-source"
+    MIRROR_CHECKPOINT = "mirror-checkpoint"
+    MIRROR_HEARTBEAT = "mirror-heartbeat"
+
+
+MIRROR_KINDS = frozenset(
+    {ConnectorKind.MIRROR_SOURCE, ConnectorKind.MIRROR_CHECKPOINT, ConnectorKind.MIRROR_HEARTBEAT}
+)
+
+
+class Step(StrEnum):
+    LOCK = "lock"
+    INSPECT = "inspect"
+    BACKUP = "backup"
+    STOP = "stop"
+    RESET = "reset"
+    OFFSET_SYNCS = "offsetSyncs"
+    RESUME = "resume"
+    VERIFY = "verify"
+    UNLOCK = "unlock"
+
+
+ALL_STEPS: tuple[Step, ...] = tuple(Step)
+#: steps after which the connector may be stopped by us: a failure from here on must either
+#: resume it or say loudly why it stays stopped
+STOPPED_STEPS = frozenset({Step.STOP, Step.RESET, Step.OFFSET_SYNCS})
+
+
+class PlanError(ValueError):
+    """The request cannot be carried out as asked (wrong kind, unsupported worker, bad offsets)."""
+
+
+def connector_kind(connector_class: str, rest_type: str | None) -> ConnectorKind:
+    """Kind from the class (MM2 connectors are sources to Connect, but reset differently)."""
+    simple = connector_class.rsplit(".", 1)[-1]
+    if simple.endswith("MirrorSourceConnector") or simple == "MirrorSourceShapeConnector":
+        return ConnectorKind.MIRROR_SOURCE
+    if simple.endswith("MirrorCheckpointConnector") or simple == "MirrorCheckpointShapeConnector":
+        return ConnectorKind.MIRROR_CHECKPOINT
+    if simple.endswith("MirrorHeartbeatConnector") or simple == "MirrorHeartbeatShapeConnector":
+        return ConnectorKind.MIRROR_HEARTBEAT
+    return ConnectorKind.SINK if rest_type == "sink" else ConnectorKind.SOURCE
+
+
+def sink_group(connector: str, config: Mapping[str, str]) -> str:
+    """Connect's sink consumer group: ``connect-<name>`` unless overridden."""
+    return config.get("consumer.override.group.id") or f"connect-{connector}"
+
+
+def offset_syncs_topic(
+    source_alias: str,
+    target_alias: str,
+    location: OffsetsTopicLocation,
+    separator: str = ".",
+    internal_separator_enabled: bool = True,
+) -> str:
+    """MM2's offset-syncs topic name (DefaultReplicationPolicy.offsetSyncsTopic).
+
+    The alias is the *other* cluster's: TARGET alias when the topic lives on the source cluster
+    (KIP-716 default), SOURCE alias when it lives on the target. With the internal-topic
+    separator disabled, internal topics keep the default ".".
+    """
+    sep = separator if internal_separator_enabled else "."
+    alias = target_alias if location is OffsetsTopicLocation.SOURCE else source_alias
+    return f"mm2-offset-syncs{sep}{alias}{sep}internal"
+
+
+# -- validation of requested offsets --------------------------------------------------------------
+
+
+def _is_nonneg_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def entry_kind(entry: OffsetEntry) -> ConnectorKind | None:
+    """Which MM2 connector a partition map belongs to, by its keys (None: not an MM2 shape)."""
+    keys = set(entry.partition)
+    if keys == {"cluster", "topic", "partition"}:
+        return ConnectorKind.MIRROR_SOURCE
+    if keys == {"group", "topic", "partition"}:
+        return ConnectorKind.MIRROR_CHECKPOINT
+    if keys == {"sourceClusterAlias", "targetClusterAlias"}:
+        return ConnectorKind.MIRROR_HEARTBEAT
+    return None
+
+
+def validate_entries(kind: ConnectorKind, entries: Sequence[OffsetEntry]) -> list[str]:
+    """Problems with ``entries`` for a connector of ``kind`` (empty list: fine).
+
+    Mirrors what Connect and MM2 would reject, so a bad request fails in planning, before any
+    connector is stopped.
+    """
+    problems: list[str] = []
+    for i, entry in enumerate(entries):
+        p, o = entry.partition, entry.offset
+        where = f"offsets[{i}]"
+        if kind is ConnectorKind.SINK:
+            if not isinstance(p.get("kafka_topic"), str) or not _is_nonneg_int(p.get("kafka_partition")):
+                problems.append(f"{where}: a sink partition is {{kafka_topic: str, kafka_partition: int}}")
+            if o is not None and (set(o) != {"kafka_offset"} or not _is_nonneg_int(o["kafka_offset"])):
+                problems.append(f"{where}: a sink offset is {{kafka_offset: int >= 0}} or null")
+        elif kind is ConnectorKind.MIRROR_SOURCE:
+            if entry_kind(entry) is not ConnectorKind.MIRROR_SOURCE or not _is_nonneg_int(p.get("partition")):
+                problems.append(f"{where}: a MirrorSource partition is {{cluster, topic, partition: int}}")
+            if o is not None and (set(o) != {"offset"} or not _is_nonneg_int(o["offset"])):
+                problems.append(f"{where}: a MirrorSource offset is {{offset: int >= 0}} or null")
+        elif kind in (ConnectorKind.MIRROR_CHECKPOINT, ConnectorKind.MIRROR_HEARTBEAT):
+            if entry_kind(entry) is not kind:
+                problems.append(f"{where}: partition keys do not match a {kind} connector")
+            if o is not None and o != {"offset": 0}:
+                problems.append(f"{where}: {kind} offsets may only be reset (null) or set to {{offset: 0}}")
+        elif not p:
+            problems.append(f"{where}: empty partition map")
+    return problems
+
+
+# -- the plan -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TargetConnector:
+    name: str
+    kind: ConnectorKind
+    state: str
+    """Connect's state when inspected (RUNNING, PAUSED, STOPPED, FAILED…)."""
+    config: Mapping[str, str]
+    managed_state: str | None = None
+    """The Connector object's spec.state, when the connector is managed by one."""
+
+
+@dataclass
+class ResetPlan:
+    strategy: ResetStrategy
+    connectors: list[TargetConnector]
+    steps: list[Step]
+    resume_to: dict[str, str]
+    """connector -> running | paused | stopped after the reset."""
+    entries: dict[str, list[OffsetEntry]] = field(default_factory=dict)
+    """alter: connector -> its entries (MM2 entries are routed by partition shape)."""
+    offset_syncs_topic: str | None = None
+    offset_syncs_cleanup: OffsetSyncsCleanup = OffsetSyncsCleanup.NONE
+    offset_syncs_on: str | None = None
+    """'source' or 'target': which cluster holds the offset-syncs topic."""
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "strategy": str(self.strategy),
+            "steps": [str(s) for s in self.steps],
+            "connectors": [
+                {"name": c.name, "kind": str(c.kind), "state": c.state, "resumeTo": self.resume_to[c.name]}
+                for c in self.connectors
+            ],
+            **(
+                {
+                    "offsetSyncsTopic": self.offset_syncs_topic,
+                    "offsetSyncsCleanup": str(self.offset_syncs_cleanup),
+                    "offsetSyncsCluster": self.offset_syncs_on,
+                }
+                if self.offset_syncs_topic
+                else {}
+            ),
+        }
+
+
+_STATE_NAMES = {"RUNNING": "running", "PAUSED": "paused", "STOPPED": "stopped"}
+
+
+def resume_state(policy: ResumePolicy, target: TargetConnector) -> str:
+    """The state a connector returns to; ``desired`` follows its Connector object, else the state
+    it had before the reset (a FAILED or unassigned connector goes back to running)."""
+    if policy is not ResumePolicy.DESIRED:
+        return str(policy)
+    if target.managed_state:
+        return target.managed_state
+    return _STATE_NAMES.get(target.state, "running")
+
+
+def resolve_strategy(requested: ResetStrategy, caps: Capabilities, has_kafka_access: bool) -> ResetStrategy:
+    if not caps.stop:
+        raise PlanError(
+            "the worker is older than Kafka 3.5 and cannot stop a connector (KIP-875); a reset "
+            "written while a connector runs is overwritten, so connectops refuses it"
+        )
+    if requested is ResetStrategy.REST and not caps.alter_offsets:
+        raise PlanError("strategy rest needs offsets PATCH/DELETE (Kafka Connect 3.6+)")
+    if requested is ResetStrategy.AUTO:
+        requested = ResetStrategy.REST if caps.alter_offsets else ResetStrategy.TOMBSTONE
+    if requested is ResetStrategy.TOMBSTONE and not has_kafka_access:
+        raise PlanError("strategy tombstone needs spec.kafka on the ConnectCluster")
+    return requested
+
+
+def plan_reset(
+    spec: OffsetResetSpec,
+    connectors: Sequence[TargetConnector],
+    caps: Capabilities,
+    *,
+    has_kafka_access: bool,
+) -> ResetPlan:
+    """Validate the request against what was inspected and lay out the steps."""
+    strategy = resolve_strategy(ResetStrategy(spec.strategy), caps, has_kafka_access)
+    action = ResetAction(spec.action)
+    entries: dict[str, list[OffsetEntry]] = {}
+    for target in connectors:
+        if action in SINK_ONLY_ACTIONS and target.kind is not ConnectorKind.SINK:
+            raise PlanError(f"action {action} applies to sink connectors; {target.name} is a {target.kind}")
+    if action is ResetAction.ALTER:
+        entries = _route_entries(spec.offsets, connectors)
+        for target in connectors:
+            problems = validate_entries(target.kind, entries.get(target.name, []))
+            if problems:
+                raise PlanError(f"{target.name}: " + "; ".join(problems))
+        if strategy is ResetStrategy.TOMBSTONE:
+            for target in connectors:
+                if target.kind is ConnectorKind.SINK and any(
+                    e.offset is None for e in entries.get(target.name, [])
+                ):
+                    raise PlanError(
+                        "with strategy tombstone a sink's single partition offset cannot be "
+                        "removed (the admin API alters group offsets; it has no per-partition "
+                        "delete); use strategy rest or set an explicit offset"
+                    )
+    steps = list(ALL_STEPS)
+    mm2 = spec.mirror_maker2
+    syncs_topic = None
+    cleanup = OffsetSyncsCleanup.NONE
+    syncs_on = None
+    if (
+        mm2 is not None
+        and OffsetSyncsCleanup(mm2.offset_syncs) is not OffsetSyncsCleanup.NONE
+        and action
+        in (
+            ResetAction.RESET,
+            ResetAction.ALTER,
+            ResetAction.RESTORE,
+        )
+    ):
+        location = OffsetsTopicLocation(mm2.offset_syncs_topic_location)
+        syncs_topic = offset_syncs_topic(
+            mm2.source_alias,
+            mm2.target_alias,
+            location,
+            mm2.separator,
+            mm2.internal_topic_separator_enabled,
+        )
+        cleanup = OffsetSyncsCleanup(mm2.offset_syncs)
+        syncs_on = str(location)
+    else:
+        steps.remove(Step.OFFSET_SYNCS)
+    policy = ResumePolicy(spec.resume)
+    return ResetPlan(
+        strategy=strategy,
+        connectors=list(connectors),
+        steps=steps,
+        resume_to={c.name: resume_state(policy, c) for c in connectors},
+        entries=entries,
+        offset_syncs_topic=syncs_topic,
+        offset_syncs_cleanup=cleanup,
+        offset_syncs_on=syncs_on,
+    )
+
+
+def _route_entries(
+    entries: Sequence[OffsetEntry], connectors: Sequence[TargetConnector]
+) -> dict[str, list[OffsetEntry]]:
+    """One connector: all entries are its own. MM2: each entry goes to the connector whose kind
+    its partition shape belongs to; an entry that fits none of them is an error."""
+    if len(connectors) == 1:
+        return {connectors[0].name: list(entries)}
+    by_kind = {c.kind: c.name for c in connectors}
+    routed: dict[str, list[OffsetEntry]] = {}
+    for i, entry in enumerate(entries):
+        kind = entry_kind(entry)
+        if kind is None or kind not in by_kind:
+            raise PlanError(
+                f"offsets[{i}]: partition {sorted(entry.partition)} matches none of "
+                f"{sorted(str(k) for k in by_kind)}"
+            )
+        routed.setdefault(by_kind[kind], []).append(entry)
+    return routed
+
+
+def expected_after(
+    action: ResetAction, requested: Sequence[Mapping[str, Any]], before: Sequence[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """The offsets a connector should report after the reset (for the verify step).
+
+    ``requested`` and ``before`` are KIP-875 entries ({partition, offset}). Reset -> nothing;
+    alter -> ``before`` updated with ``requested`` (null removes); set-to -> exactly ``requested``.
+    """
+    if action is ResetAction.RESET:
+        return []
+    result: dict[str, dict[str, Any]] = {}
+    if action is ResetAction.ALTER:
+        result = {_key(e["partition"]): dict(e) for e in before}
+    for entry in requested:
+        if entry.get("offset") is None:
+            result.pop(_key(entry["partition"]), None)
+        else:
+            result[_key(entry["partition"])] = {"partition": entry["partition"], "offset": entry["offset"]}
+    return sorted(result.values(), key=lambda e: _key(e["partition"]))
+
+
+def _key(partition: Mapping[str, Any]) -> str:
+    return repr(sorted(partition.items()))
+
+
+def diff_offsets(expected: Sequence[Mapping[str, Any]], actual: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Human-readable differences between two KIP-875 offset lists (empty: equal)."""
+    exp = {_key(e["partition"]): e.get("offset") for e in expected}
+    act = {_key(e["partition"]): e.get("offset") for e in actual}
+    problems = []
+    for key in sorted(set(exp) | set(act)):
+        if exp.get(key) != act.get(key):
+            problems.append(f"{key}: expected {exp.get(key)}, found {act.get(key)}")
+    return problems

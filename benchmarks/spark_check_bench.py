@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gc
 import json
 import math
 import os
@@ -25,6 +26,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +47,9 @@ def timed(fn: Callable[[], Any], repeat: int) -> tuple[float, list[float], Any]:
     times: list[float] = []
     result: Any = None
     for _ in range(repeat):
+        # py4j frees JVM-side DataFrames only when Python collects their proxies; without
+        # this, repeated runs pile up in the 1 GiB local driver and slow down (or fail)
+        gc.collect()
         t0 = time.perf_counter()
         result = fn()
         times.append(time.perf_counter() - t0)
@@ -84,27 +89,30 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--samples", type=int, default=10, help="samples per partition (default 10)")
     p.add_argument("--repeat", type=int, default=3, help="runs per engine and size; the median is reported")
     p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    p.add_argument("--driver-memory", default=None, help="local driver heap, e.g. 2g (default: Spark's 1g)")
     p.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="JSON results file")
     args = p.parse_args(argv)
     sizes = [1_000] if args.smoke else args.sizes
     repeat = 1 if args.smoke else args.repeat
 
     t0 = time.perf_counter()
-    spark = spark_session(args.master)
+    spark = spark_session(args.master, args.driver_memory)
     session_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     metrics.compute(spark, snapshot_tables(random_snapshot(200, args.samples, seed=99)))
     warmup_s = time.perf_counter() - t0
 
     rows: list[dict[str, Any]] = []
-    header = f"{'partitions':>10} {'rows':>10} {'spark s':>9} {'pandas s':>9} {'spark/pandas':>13} {'agree':>6}"
+    header = (
+        f"{'partitions':>10} {'rows':>10} {'spark s':>9} {'pandas s':>9} {'spark/pandas':>13} {'agree':>6}"
+    )
     print(header)
     print("-" * len(header))
     for size in sizes:
         snap = random_snapshot(size, args.samples, seed=size)
         tables = snapshot_tables(snap)
-        spark_s, spark_all, spark_res = timed(lambda t=tables: metrics.compute(spark, t), repeat)
-        pandas_s, pandas_all, pandas_res = timed(lambda t=tables: reference.compute(t), repeat)
+        spark_s, spark_all, spark_res = timed(partial(metrics.compute, spark, tables), repeat)
+        pandas_s, pandas_all, pandas_res = timed(partial(reference.compute, tables), repeat)
         agree = same_results(spark_res, pandas_res)
         row = {
             "partitions": size,
@@ -139,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
             "java": java_version(),
         },
         "master": args.master,
+        "driver_memory": args.driver_memory or "1g (Spark default)",
         "samples": args.samples,
         "repeat": repeat,
         "spark_session_start_s": round(session_s, 2),

@@ -115,6 +115,10 @@ def parser() -> argparse.ArgumentParser:
         default="local[*]",
         help="Spark master (default local[*]; 'none' keeps what spark-submit set)",
     )
+    out.add_argument(
+        "--driver-memory",
+        help="driver JVM heap for local runs, e.g. 2g (Spark's default 1g holds about 1M partition-samples)",
+    )
     out.add_argument("--output", type=Path, help="write the verdict JSON to this file")
     out.add_argument(
         "--output-configmap",
@@ -189,7 +193,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     snapshot = _snapshot(args)
     spark = None
     if needs_spark(snapshot):
-        spark = spark_session(None if args.master == "none" else args.master)
+        spark = spark_session(None if args.master == "none" else args.master, args.driver_memory)
     return run_check(snapshot, settings, spark)
 
 

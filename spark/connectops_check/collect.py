@@ -202,6 +202,14 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+ACTIVE_GROUP_STATES = frozenset({"STABLE", "PREPARING_REBALANCE", "COMPLETING_REBALANCE"})
+
+
+def _state_name(state: object) -> str:
+    """``ConsumerGroupState.STABLE`` -> ``STABLE`` (the enum's name, whatever its type)."""
+    return str(getattr(state, "name", state)).upper()
+
+
 class _Kafka:
     """One admin client and the offsets calls, each returning None on an unsupported API."""
 
@@ -305,14 +313,6 @@ class _Kafka:
                 )
             )
         return sorted(members, key=lambda m: m.member_id)
-
-
-ACTIVE_GROUP_STATES = frozenset({"STABLE", "PREPARING_REBALANCE", "COMPLETING_REBALANCE"})
-
-
-def _state_name(state: object) -> str:
-    """``ConsumerGroupState.STABLE`` -> ``STABLE`` (the enum's name, whatever its type)."""
-    return str(getattr(state, "name", state)).upper()
 
 
 def collect_snapshot(

@@ -42,11 +42,12 @@ def _log4j2_file() -> Path:
     return path
 
 
-def spark_session(master: str | None = "local[*]") -> SparkSession:
+def spark_session(master: str | None = "local[*]", driver_memory: str | None = None) -> SparkSession:
     """A quiet session; ``master=None`` keeps whatever spark-submit or the operator set.
 
-    The log4j2 file only takes effect when this call launches the JVM (local runs); under
-    spark-submit the driver's JVM is already configured by the deployment.
+    The log4j2 file and ``driver_memory`` only take effect when this call launches the JVM
+    (local runs, where the driver also executes every task); under spark-submit the driver's
+    JVM is already sized and configured by the deployment.
     """
     builder = (
         SparkSession.builder.appName(APP_NAME)
@@ -58,6 +59,8 @@ def spark_session(master: str | None = "local[*]") -> SparkSession:
     )
     if master is not None:
         builder = builder.master(master)
+    if driver_memory is not None:
+        builder = builder.config("spark.driver.memory", driver_memory)
     if master is not None and master.startswith("local"):
         builder = builder.config("spark.sql.shuffle.partitions", "8")
     with warnings.catch_warnings():

@@ -15,9 +15,11 @@ Lag
 
 Burrow status (``core/internal/evaluator/caching.go``, rule order kept)
     Burrow evaluates a ring of the last ``window`` offset commits per partition; here the
-    ring is the last ``window`` samples, and a sample is an entry when it holds a position
-    (leading samples without one are Burrow's nil entries: they only lower ``complete``).
-    ``current lag`` is the lag at the last sample; ``now`` is the last sample's time.
+    ring is the last ``window`` samples, and a sample is an entry when it holds a position.
+    Samples without one are skipped like Burrow's empty (nil) ring slots and only lower
+    ``complete`` (entries / window); in Burrow they can only lead the ring, here a gap can
+    also follow a deleted offset. ``current lag`` is the lag at the last sample; ``now`` is
+    the last sample's time.
 
     0. OK when ``current lag == 0``, or when there are no entries (nothing to judge).
     1. OK when the lag was 0 at any entry (Burrow's rule 1, the "allowance").
@@ -108,7 +110,7 @@ def live_owners(assignments: DataFrame, members: DataFrame) -> DataFrame:
 def partition_table(
     lagged: DataFrame, owners: DataFrame, n_samples: int, window: int, now_ms: int
 ) -> DataFrame:
-    """One row per partition: current lag, basis, Burrow status, completeness and traffic.
+    """One row per partition: current lag, basis, Burrow status, completeness, traffic, owned.
 
     A single window pass over the full history and a single aggregation: the run-start
     (first time the current offset was seen) needs all samples; every Burrow rule only

@@ -40,7 +40,7 @@ import random
 import re
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Final, Literal, Self
@@ -136,7 +136,9 @@ class FaultRule:
     def status(cls, status_code: int, message: str | None = None, **kwargs: Any) -> FaultRule:
         """Answer ``status_code`` with Connect's error body ``{"error_code", "message"}``."""
         text = message if message is not None else _REASONS.get(status_code, "injected fault")
-        return cls("status", status_code=status_code, body={"error_code": status_code, "message": text}, **kwargs)
+        return cls(
+            "status", status_code=status_code, body={"error_code": status_code, "message": text}, **kwargs
+        )
 
     @classmethod
     def stale_config(cls, **kwargs: Any) -> FaultRule:
@@ -379,7 +381,9 @@ class FaultProxy:
                     request = await _read_request(reader)
                 except _BadRequestError as exc:
                     body = json.dumps({"error_code": 400, "message": f"fault proxy: {exc}"}).encode()
-                    await _write_response(writer, _Response(400, [("Content-Type", "application/json")], body))
+                    await _write_response(
+                        writer, _Response(400, [("Content-Type", "application/json")], body)
+                    )
                     return
                 if request is None:  # the client closed the connection between requests
                     return
@@ -500,7 +504,7 @@ async def _read_request(reader: asyncio.StreamReader) -> _Request | None:
         if not sep:
             raise _BadRequestError(f"malformed header line {line!r}")
         headers.append((name.strip(), value.strip()))
-    lookup = _HeaderLookup(headers)
+    lookup = {k.lower(): v for k, v in headers}
     if "chunked" in lookup.get("transfer-encoding", "").lower():
         body = await _read_chunked(reader)
     else:
@@ -534,11 +538,3 @@ async def _write_response(writer: asyncio.StreamWriter, response: _Response) -> 
         lines.append(f"Content-Length: {len(response.body)}")
     writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + response.body)
     await writer.drain()
-
-
-class _HeaderLookup:
-    def __init__(self, headers: Iterable[tuple[str, str]]) -> None:
-        self._map: Mapping[str, str] = {k.lower(): v for k, v in headers}
-
-    def get(self, name: str, default: str) -> str:
-        return self._map.get(name, default)

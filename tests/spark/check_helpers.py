@@ -51,7 +51,8 @@ def snapshot(
     for i in range(n):
         parts = []
         for h in histories:
-            assert len(h.log_end) == n and len(h.offsets) == n, "every history needs one value per sample"
+            assert len(h.log_end) == n, "every history needs one log-end per sample"
+            assert len(h.offsets) == n, "every history needs one offset per sample"
             off = h.offsets[i]
             parts.append(
                 PartitionSample(
@@ -88,7 +89,9 @@ def member(task_id: int | None, *tps: tuple[str, int], name: str | None = None) 
     )
 
 
-def run_engine(engine: str, spark: SparkSession, snap: Snapshot, window: int = 10, top_n: int = 20) -> MetricResults:
+def run_engine(
+    engine: str, spark: SparkSession, snap: Snapshot, window: int = 10, top_n: int = 20
+) -> MetricResults:
     tables = snapshot_tables(snap)
     if engine == "spark":
         return metrics.compute(spark, tables, window=window, top_n=top_n)
@@ -105,5 +108,7 @@ def partition_rows(
         rows = [r.asDict() for r in metrics.partition_frame(spark, tables, window).select(*cols).collect()]
     else:
         frame = reference.partition_frame(tables, window)[cols]
-        rows = [{k: v.item() if hasattr(v, "item") else v for k, v in r.items()} for r in frame.to_dict("records")]
+        rows = [
+            {k: v.item() if hasattr(v, "item") else v for k, v in r.items()} for r in frame.to_dict("records")
+        ]
     return {(str(r["topic"]), int(str(r["partition"]))): r for r in rows}

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import pytest
 from pyspark.sql import SparkSession
-
-from connectops_check.snapshot import ConnectorKind, TaskInfo
 from tests.spark.check_helpers import History, member, partition_rows, run_engine, snapshot
+
+from connectops_check.snapshot import ConnectorKind, Member, TaskInfo
 
 pytestmark = pytest.mark.spark
 
@@ -21,14 +21,21 @@ ENGINES = ["spark", "pandas"]
 LOG_END = [100 + 10 * i for i in range(10)]
 
 
-def status_of(engine: str, spark: SparkSession, h: History, window: int = 10, **kw: object) -> dict[str, object]:
-    snap = snapshot([h], **kw)  # type: ignore[arg-type]
+#: partition t-0 held by task 0, which is RUNNING (the snapshot's default task list)
+OWNED = [member(0, ("t", 0))]
+
+
+def status_of(
+    engine: str,
+    spark: SparkSession,
+    h: History,
+    window: int = 10,
+    *,
+    members: list[Member] | None,
+    tasks: list[TaskInfo] | None = None,
+) -> dict[str, object]:
+    snap = snapshot([h], members=members, tasks=tasks)
     return partition_rows(engine, spark, snap, window)[(h.topic, h.partition)]
-
-
-def live() -> dict[str, object]:
-    """Partition t-0 held by task 0, which is RUNNING."""
-    return {"members": [member(0, ("t", 0))], "tasks": [TaskInfo(0, "w", "RUNNING")]}
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -36,21 +43,21 @@ class TestStatus:
     def test_warn_when_lag_never_decreases(self, engine: str, spark: SparkSession) -> None:
         # committed 0,5,..,45 -> lag 100,105,..,145: moving, but the lag only grows
         h = History("t", 0, LOG_END, [5 * i for i in range(10)])
-        row = status_of(engine, spark, h, **live())
+        row = status_of(engine, spark, h, members=OWNED)
         assert (row["status"], row["lag"], row["basis"], row["complete"]) == ("WARN", 145, "committed", 1.0)
 
     def test_stall_when_a_live_owner_does_not_move(self, engine: str, spark: SparkSession) -> None:
         # committed 50 throughout, lag 50..140; the owner's task is RUNNING: it "commits" the
         # same offset at every sample, Burrow's rule 4
         h = History("t", 0, LOG_END, [50] * 10)
-        assert status_of(engine, spark, h, **live())["status"] == "STALL"
+        assert status_of(engine, spark, h, members=OWNED)["status"] == "STALL"
 
     def test_stop_when_the_owner_task_is_paused(self, engine: str, spark: SparkSession) -> None:
         # same history; the owner is PAUSED, so nobody commits: last commit at 0 (first seen),
         # now - 0 = 90 000 > 0 - 0
         h = History("t", 0, LOG_END, [50] * 10)
-        paused = {"members": [member(0, ("t", 0))], "tasks": [TaskInfo(0, "w", "PAUSED")]}
-        assert status_of(engine, spark, h, **paused)["status"] == "STOP"
+        paused = [TaskInfo(0, "w", "PAUSED")]
+        assert status_of(engine, spark, h, members=OWNED, tasks=paused)["status"] == "STOP"
 
     def test_stop_when_nobody_holds_the_partition(self, engine: str, spark: SparkSession) -> None:
         h = History("t", 0, LOG_END, [50] * 10)
@@ -74,13 +81,13 @@ class TestStatus:
         # moved until sample 2, then still; the owner is alive, so its commit times are the
         # sample times and rule 3 cannot fire; lag 90,90,90,100,..,160 never decreased -> WARN
         h = History("t", 0, LOG_END, [10, 20, 30, 30, 30, 30, 30, 30, 30, 30])
-        assert status_of(engine, spark, h, **live())["status"] == "WARN"
+        assert status_of(engine, spark, h, members=OWNED)["status"] == "WARN"
         assert status_of(engine, spark, h, members=[])["status"] == "STOP"
 
     def test_rewind(self, engine: str, spark: SparkSession) -> None:
         # 40 -> 25 between samples 3 and 4
         h = History("t", 0, LOG_END, [10, 20, 30, 40, 25, 35, 45, 55, 65, 75])
-        assert status_of(engine, spark, h, **live())["status"] == "REWIND"
+        assert status_of(engine, spark, h, members=OWNED)["status"] == "REWIND"
 
     def test_rewind_outranks_stop(self, engine: str, spark: SparkSession) -> None:
         # unowned, went back at sample 3 and stayed: STOP's condition also holds
@@ -93,17 +100,17 @@ class TestStatus:
         # samples 2..11 (lag 100+5i, growing): WARN; window 12 still sees the rewind.
         log_end = [100 + 10 * i for i in range(12)]
         h = History("t", 0, log_end, [50, 40, *[40 + 5 * i for i in range(1, 11)]])
-        assert status_of(engine, spark, h, 10, **live())["status"] == "WARN"
-        assert status_of(engine, spark, h, 12, **live())["status"] == "REWIND"
+        assert status_of(engine, spark, h, 10, members=OWNED)["status"] == "WARN"
+        assert status_of(engine, spark, h, 12, members=OWNED)["status"] == "REWIND"
 
     def test_allowance_zero_lag_anywhere_in_the_window_is_ok(self, engine: str, spark: SparkSession) -> None:
         # committed 0,50,100,130,135,140.. -> lag 100,60,20,0,5,10,20,30,40,50. Lag hit 0 at
         # sample 3: OK although the consumer has been still since. Window 6 (samples 4..9)
         # misses that zero: offsets 135,140,140.. move once, lag 5..50 only grows -> WARN.
         h = History("t", 0, LOG_END, [0, 50, 100, 130, 135, 140, 140, 140, 140, 140])
-        ok = status_of(engine, spark, h, **live())
+        ok = status_of(engine, spark, h, members=OWNED)
         assert (ok["status"], ok["lag"]) == ("OK", 50)
-        assert status_of(engine, spark, h, 6, **live())["status"] == "WARN"
+        assert status_of(engine, spark, h, 6, members=OWNED)["status"] == "WARN"
 
     def test_ok_when_current_lag_is_zero(self, engine: str, spark: SparkSession) -> None:
         h = History("t", 0, LOG_END, [50] * 9 + [190])
@@ -113,14 +120,14 @@ class TestStatus:
         # committed 0,20,..,80,95,..,155 -> lag 100,90,..,60,55,..,35: never 0, moving, and
         # decreasing, so no rule fires
         h = History("t", 0, LOG_END, [0, 20, 40, 60, 80, 95, 110, 125, 140, 155])
-        row = status_of(engine, spark, h, **live())
+        row = status_of(engine, spark, h, members=OWNED)
         assert (row["status"], row["lag"]) == ("OK", 35)
 
     def test_leading_samples_without_commit_are_nil_entries(self, engine: str, spark: SparkSession) -> None:
         # first commit at sample 3: 7 entries of 10 -> complete 0.7; entries 10,15,..,40 with
         # lag 120,125,.. -> WARN
         h = History("t", 0, LOG_END, [None, None, None, 10, 15, 20, 25, 30, 35, 40])
-        row = status_of(engine, spark, h, **live())
+        row = status_of(engine, spark, h, members=OWNED)
         assert (row["status"], row["complete"], row["lag"]) == ("WARN", 0.7, 150)
 
 
@@ -140,7 +147,11 @@ class TestLag:
         assert res.total_lag == 54
         assert res.max_partition_lag == 50
         assert res.lag_series == [(0, 60), (10_000, 47), (20_000, 54)]
-        assert [(p.topic, p.partition, p.lag) for p in res.top_lag] == [("t", 1, 50), ("u", 0, 4), ("t", 0, 0)]
+        assert [(p.topic, p.partition, p.lag) for p in res.top_lag] == [
+            ("t", 1, 50),
+            ("u", 0, 4),
+            ("t", 0, 0),
+        ]
 
     def test_no_commit_measures_from_earliest_then_window_start_then_zero(
         self, engine: str, spark: SparkSession
@@ -161,7 +172,9 @@ class TestLag:
         res = run_engine(engine, spark, snap)
         assert res.basis_counts == {"earliest": 1, "window_start": 1, "offset_zero": 1}
 
-    def test_mirror_lag_is_log_end_minus_stored_plus_one_floored(self, engine: str, spark: SparkSession) -> None:
+    def test_mirror_lag_is_log_end_minus_stored_plus_one_floored(
+        self, engine: str, spark: SparkSession
+    ) -> None:
         hs = [
             History("src", 0, [200, 200], [149, 149]),  # 200 - 150 = 50
             History("src", 1, [200, 200], [190, 199]),  # 200 - 200 = 0 (fully replicated)
@@ -193,6 +206,11 @@ def test_counts_and_non_ok_order(engine: str, spark: SparkSession) -> None:
     )
     res = run_engine(engine, spark, snap)
     assert res.status_counts == {"OK": 1, "WARN": 1, "STOP": 1, "STALL": 1, "REWIND": 1}
-    assert [(p.partition, p.status) for p in res.non_ok] == [(3, "REWIND"), (1, "STALL"), (2, "STOP"), (0, "WARN")]
+    assert [(p.partition, p.status) for p in res.non_ok] == [
+        (3, "REWIND"),
+        (1, "STALL"),
+        (2, "STOP"),
+        (0, "WARN"),
+    ]
     assert res.worst_status.value == "REWIND"
     assert [p.partition for p in run_engine(engine, spark, snap, top_n=2).top_lag] == [0, 1]

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
+from tests.spark.check_helpers import History, member, snapshot
 
 from connectops_check.cli import duration_s, main
 from connectops_check.snapshot import ConnectorKind, Snapshot, TaskInfo
 from connectops_check.synthetic import random_snapshot
-from tests.spark.check_helpers import History, member, snapshot
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -34,9 +34,7 @@ def paused_sink(tmp_path: Path) -> Path:
 
 
 @pytest.mark.spark
-def test_replay_in_process(
-    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_replay_in_process(spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "verdict.json"
     code = main(["--snapshot", str(paused_sink(tmp_path)), "--output", str(out), "--max-lag", "1000"])
     assert code == 0
@@ -69,7 +67,9 @@ def test_replay_subprocess_generated_snapshot(tmp_path: Path) -> None:
     assert len(doc["lag"]["burrow"]["nonOkPartitions"]) == 20
 
 
-def test_source_connector_exits_zero_without_spark(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_source_connector_exits_zero_without_spark(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "src.json"
     Snapshot(connector="files", kind=ConnectorKind.SOURCE).save(path)
     assert main(["--snapshot", str(path)]) == 0
@@ -105,6 +105,8 @@ def test_argument_errors_exit_two(capsys: pytest.CaptureFixture[str]) -> None:
     assert raised.value.code == 2
 
 
-@pytest.mark.parametrize(("text", "seconds"), [("10s", 10.0), ("500ms", 0.5), ("2m", 120.0), ("1.5", 1.5), ("1h", 3600.0)])
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("10s", 10.0), ("500ms", 0.5), ("2m", 120.0), ("1.5", 1.5), ("1h", 3600.0)]
+)
 def test_durations(text: str, seconds: float) -> None:
     assert duration_s(text) == seconds

@@ -11,11 +11,11 @@ import dataclasses
 
 import pytest
 from pyspark.sql import SparkSession
+from tests.spark.check_helpers import partition_rows, run_engine
 
 from connectops_check.results import MetricResults
 from connectops_check.snapshot import ConnectorKind
 from connectops_check.synthetic import random_snapshot
-from tests.spark.check_helpers import partition_rows, run_engine
 
 pytestmark = pytest.mark.spark
 
@@ -44,7 +44,9 @@ def assert_same(spark_res: MetricResults, pandas_res: MetricResults) -> None:
         (3, ConnectorKind.MIRROR_SOURCE, 300, 5),
     ],
 )
-def test_spark_matches_pandas(spark: SparkSession, seed: int, kind: ConnectorKind, partitions: int, window: int) -> None:
+def test_spark_matches_pandas(
+    spark: SparkSession, seed: int, kind: ConnectorKind, partitions: int, window: int
+) -> None:
     snap = random_snapshot(partitions, samples=12, seed=seed, kind=kind)
 
     spark_rows = partition_rows("spark", spark, snap, window)
@@ -58,5 +60,7 @@ def test_spark_matches_pandas(spark: SparkSession, seed: int, kind: ConnectorKin
 
     spark_res = run_engine("spark", spark, snap, window, top_n=25)
     pandas_res = run_engine("pandas", spark, snap, window, top_n=25)
-    assert spark_res.total_lag > 0 and spark_res.members and spark_res.unassigned_partitions
+    assert spark_res.total_lag > 0
+    assert spark_res.members
+    assert spark_res.unassigned_partitions
     assert_same(spark_res, pandas_res)

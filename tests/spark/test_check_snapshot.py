@@ -40,7 +40,9 @@ def test_unknown_version_and_bad_values_are_rejected(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="version"):
         Snapshot.from_dict({**data, "version": 99})
     with pytest.raises(TypeError):
-        Snapshot.from_dict({**data, "samples": [{"ts_ms": 1, "partitions": [["t", 0, [1], None, None, None]]}]})
+        Snapshot.from_dict(
+            {**data, "samples": [{"ts_ms": 1, "partitions": [["t", 0, [1], None, None, None]]}]}
+        )
     path = tmp_path / "list.json"
     path.write_text("[]")
     with pytest.raises(TypeError):
@@ -61,7 +63,10 @@ def test_parse_mirror_offsets() -> None:
             {"partition": {"cluster": "east", "topic": "orders", "partition": 2}, "offset": {"offset": 41}},
             {"partition": {"cluster": "east", "topic": "my-topic", "partition": 0}, "offset": {"offset": 0}},
             {"partition": {"cluster": "east", "topic": "gone", "partition": 1}, "offset": None},
-            {"partition": {"sourceClusterAlias": "east", "targetClusterAlias": "west"}, "offset": {"offset": 0}},
+            {
+                "partition": {"sourceClusterAlias": "east", "targetClusterAlias": "west"},
+                "offset": {"offset": 0},
+            },
         ]
     }
     assert parse_mirror_offsets(payload) == {
@@ -96,9 +101,18 @@ def test_sink_topics() -> None:
 
 
 def test_connector_kind_and_task_status() -> None:
-    mm2 = ConnectorInfo("mm2", "source", {"connector.class": "org.apache.kafka.connect.mirror.MirrorSourceConnector"}, "RUNNING", [])
+    mm2 = ConnectorInfo(
+        "mm2",
+        "source",
+        {"connector.class": "org.apache.kafka.connect.mirror.MirrorSourceConnector"},
+        "RUNNING",
+        [],
+    )
     assert mm2.kind is ConnectorKind.MIRROR_SOURCE
-    assert ConnectorInfo("f", "source", {"connector.class": "FileStreamSource"}, "RUNNING", []).kind is ConnectorKind.SOURCE
+    assert (
+        ConnectorInfo("f", "source", {"connector.class": "FileStreamSource"}, "RUNNING", []).kind
+        is ConnectorKind.SOURCE
+    )
     assert ConnectorInfo("s", "sink", {}, "RUNNING", []).kind is ConnectorKind.SINK
     status = {
         "tasks": [

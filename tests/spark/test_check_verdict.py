@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
+from tests.spark.check_helpers import History, member, snapshot
 
 from connectops_check.job import needs_spark, run_check
 from connectops_check.results import MemberLoad
 from connectops_check.snapshot import ConnectorKind, Snapshot, TaskInfo
 from connectops_check.verdict import Settings, assignment_balance
-from tests.spark.check_helpers import History, member, snapshot
 
 
 def loads(*counts: int) -> list[MemberLoad]:
@@ -67,8 +68,8 @@ def test_settings_reject_nonsense() -> None:
         Settings(assignment_threshold=0.9)
 
 
-def codes(doc: dict[str, object]) -> set[str]:
-    return {r["code"] for r in doc["reasons"]}  # type: ignore[attr-defined, index]
+def codes(doc: dict[str, Any]) -> set[str]:
+    return {r["code"] for r in doc["reasons"]}
 
 
 def steady(topic: str, p: int, traffic: int, samples: int = 10) -> History:
@@ -81,8 +82,11 @@ def steady(topic: str, p: int, traffic: int, samples: int = 10) -> History:
 class TestVerdict:
     def test_healthy(self, spark: SparkSession) -> None:
         hs = [steady("t", p, 200) for p in range(4)]
-        snap = snapshot(hs, members=[member(0, ("t", 0), ("t", 1)), member(1, ("t", 2), ("t", 3))],
-                        tasks=[TaskInfo(0, "w", "RUNNING"), TaskInfo(1, "w", "RUNNING")])
+        snap = snapshot(
+            hs,
+            members=[member(0, ("t", 0), ("t", 1)), member(1, ("t", 2), ("t", 3))],
+            tasks=[TaskInfo(0, "w", "RUNNING"), TaskInfo(1, "w", "RUNNING")],
+        )
         doc = run_check(snap, Settings(), spark)
         assert doc["verdict"] == "HEALTHY", doc["reasons"]
         assert doc["headline"]["totalLag"] == 0
@@ -103,7 +107,9 @@ class TestVerdict:
 
     def test_low_traffic_is_not_judged(self, spark: SparkSession) -> None:
         hs = [steady("t", 0, 30), *[steady("t", p, 0) for p in (1, 2, 3)]]
-        doc = run_check(snapshot(hs, members=[member(0, ("t", 0), ("t", 1), ("t", 2), ("t", 3))]), Settings(), spark)
+        doc = run_check(
+            snapshot(hs, members=[member(0, ("t", 0), ("t", 1), ("t", 2), ("t", 3))]), Settings(), spark
+        )
         assert doc["verdict"] == "HEALTHY"
         assert "LOW_TRAFFIC" in codes(doc)
         assert run_check(snapshot(hs, members=[]), Settings(min_traffic=10), spark)["verdict"] == "DEGRADED"
@@ -160,6 +166,8 @@ class TestVerdict:
         assert doc["balance"]["assignment"] is None
 
     def test_not_measurable_snapshot(self, spark: SparkSession) -> None:
-        snap = Snapshot(connector="s", kind=ConnectorKind.SINK, not_applicable_reason="log-end offsets could not be read")
+        snap = Snapshot(
+            connector="s", kind=ConnectorKind.SINK, not_applicable_reason="log-end offsets could not be read"
+        )
         doc = run_check(snap, Settings(), spark)
         assert (doc["verdict"], [r["code"] for r in doc["reasons"]]) == ("NOT_APPLICABLE", ["NOT_MEASURABLE"])

@@ -14,14 +14,14 @@ import uuid
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import quote
 
 import httpx
 import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]  # not re-exported
 from pyspark.sql import SparkSession
 
 from connectops_check.collect import collect_snapshot
@@ -181,7 +181,7 @@ def test_records_keyed_to_one_partition_flag_balance(
 class _MirrorRest(BaseHTTPRequestHandler):
     """The four Connect REST answers a MirrorSourceConnector gives (no MM2 jars exist here)."""
 
-    routes: dict[str, Any] = {}
+    routes: ClassVar[dict[str, Any]] = {}
 
     def do_GET(self) -> None:
         body = self.routes.get(self.path)
@@ -226,7 +226,10 @@ def test_mirror_source_lag_from_stored_offsets(kafka: Any, spark: SparkSession) 
             "type": "source",
         },
         f"{base}/tasks": [
-            {"id": {"connector": name, "task": 0}, "config": {"task.assigned.partitions": f"{topic}-0,{topic}-1"}}
+            {
+                "id": {"connector": name, "task": 0},
+                "config": {"task.assigned.partitions": f"{topic}-0,{topic}-1"},
+            }
         ],
         f"{base}/offsets": {
             "offsets": [
@@ -244,7 +247,8 @@ def test_mirror_source_lag_from_stored_offsets(kafka: Any, spark: SparkSession) 
         server.shutdown()
     assert snap.kind.value == "mirror-source"
     assert [(p.log_end, p.stored) for p in snap.samples[-1].partitions] == [(9, 5), (5, None)]
-    assert snap.members is not None and [m.task_id for m in snap.members] == [0]
+    assert snap.members is not None
+    assert [m.task_id for m in snap.members] == [0]
     doc = run_check(snap, Settings(), spark)
     assert doc["lag"]["total"] == 8
     assert {(p["partition"], p["lag"], p["basis"]) for p in doc["lag"]["topPartitions"]} == {

@@ -126,9 +126,7 @@ class KubeClient:
         )
         return obj
 
-    async def patch_status(
-        self, namespace: str, plural: str, name: str, status: dict[str, Any]
-    ) -> None:
+    async def patch_status(self, namespace: str, plural: str, name: str, status: dict[str, Any]) -> None:
         """Merge-patch ``status`` now (not at the end of a kopf handler): the reset step machine
         must have each step's start and end durable before it moves on."""
         await self._call(

@@ -24,7 +24,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from connectops import failpoints
-from connectops.adapters.connect_rest import ConnectClient, ConnectError, ConnectNotFound
+from connectops.adapters.connect_rest import ConnectError, ConnectNotFound
 from connectops.adapters.kafka_offsets import KafkaOffsets, KafkaOffsetsError, OffsetRecord
 from connectops.adapters.kube import KubeClient, KubeError, LockHeld
 from connectops.errors import NotReadyYet
@@ -96,9 +96,7 @@ class Run:
         raise KeyError(step)
 
     def set_step(self, step: Step, **values: Any) -> None:
-        self.status["steps"] = [
-            {**e, **values} if e["name"] == step else e for e in self.status["steps"]
-        ]
+        self.status["steps"] = [{**e, **values} if e["name"] == step else e for e in self.status["steps"]]
 
     def history(self, message: str) -> None:
         entries = [*self.status.get("history", []), {"time": utcnow_iso(), "message": message}]
@@ -139,10 +137,13 @@ class OffsetResetExecutor:
         if status.get("specHash"):
             if spec_hash(raw_spec) != status["specHash"]:
                 conditions.set(
-                    "SpecChangeIgnored", True, "Immutable",
+                    "SpecChangeIgnored",
+                    True,
+                    "Immutable",
                     "the spec changed after this reset started; an OffsetReset runs once as first "
                     "written: create a new OffsetReset for a new reset",
-                    event_on_change=True, warning=True,
+                    event_on_change=True,
+                    warning=True,
                 )
                 await self._save(namespace, name, {"conditions": conditions.dump()})
             if status.get("phase") in TERMINAL:
@@ -153,19 +154,28 @@ class OffsetResetExecutor:
         except ValidationError as exc:
             message = describe_validation_error(exc)
             conditions.set("Succeeded", False, "InvalidSpec", message, event_on_change=True, warning=True)
-            await self._save(namespace, name, {
-                "phase": "Failed", "specHash": spec_hash(raw_spec), "executedSpec": raw_spec,
-                "observedGeneration": meta.get("generation"), "conditions": conditions.dump(),
-            })
+            await self._save(
+                namespace,
+                name,
+                {
+                    "phase": "Failed",
+                    "specHash": spec_hash(raw_spec),
+                    "executedSpec": raw_spec,
+                    "observedGeneration": meta.get("generation"),
+                    "conditions": conditions.dump(),
+                },
+            )
             return
         if not status.get("specHash"):
-            status.update({
-                "phase": "Running",
-                "specHash": spec_hash(raw_spec),
-                "executedSpec": raw_spec,
-                "observedGeneration": meta.get("generation"),
-                "steps": [{"name": str(s), "state": "Pending", "attempts": 0} for s in Step],
-            })
+            status.update(
+                {
+                    "phase": "Running",
+                    "specHash": spec_hash(raw_spec),
+                    "executedSpec": raw_spec,
+                    "observedGeneration": meta.get("generation"),
+                    "steps": [{"name": str(s), "state": "Pending", "attempts": 0} for s in Step],
+                }
+            )
             conditions.set("Succeeded", None, "Running", "reset started")
             status["conditions"] = conditions.dump()
             await self._save(namespace, name, status)
@@ -232,8 +242,14 @@ class OffsetResetExecutor:
             state = run.step(step)["state"]
             if state in ("Done", "Skipped"):
                 continue
-            if run.spec.dry_run and step in (Step.BACKUP, Step.STOP, Step.RESET, Step.OFFSET_SYNCS,
-                                             Step.RESUME, Step.VERIFY):
+            if run.spec.dry_run and step in (
+                Step.BACKUP,
+                Step.STOP,
+                Step.RESET,
+                Step.OFFSET_SYNCS,
+                Step.RESUME,
+                Step.VERIFY,
+            ):
                 run.set_step(step, state="Skipped", message="dry run")
                 continue
             if step is Step.OFFSET_SYNCS and str(step) not in run.plan.get("steps", []):
@@ -255,8 +271,12 @@ class OffsetResetExecutor:
             except (ConnectError, KubeError, KafkaOffsetsError, NotReadyYet) as exc:
                 text = run.cluster.redactor(str(exc))
                 if attempts >= self._max_attempts or isinstance(exc, LockHeld):
-                    await self._fail(run, step, f"{text} (after {attempts} attempts)",
-                                     unsafe=step is Step.RESET and run.plan.get("strategy") == "tombstone")
+                    await self._fail(
+                        run,
+                        step,
+                        f"{text} (after {attempts} attempts)",
+                        unsafe=step is Step.RESET and run.plan.get("strategy") == "tombstone",
+                    )
                     return
                 run.set_step(step, message=f"attempt {attempts} failed: {text}")
                 run.history(f"{step}: attempt {attempts} failed: {text}")
@@ -273,12 +293,18 @@ class OffsetResetExecutor:
         conditions = Conditions(run.status.get("conditions"), run.generation, run.emit)
         if run.spec.dry_run:
             run.status["phase"] = "Planned"
-            conditions.set("Succeeded", True, "Planned", "dry run: the plan is in status.plan; nothing changed",
-                           event_on_change=True)
+            conditions.set(
+                "Succeeded",
+                True,
+                "Planned",
+                "dry run: the plan is in status.plan; nothing changed",
+                event_on_change=True,
+            )
         else:
             run.status["phase"] = "Succeeded"
-            conditions.set("Succeeded", True, "Completed", f"offset {run.spec.action} completed",
-                           event_on_change=True)
+            conditions.set(
+                "Succeeded", True, "Completed", f"offset {run.spec.action} completed", event_on_change=True
+            )
         run.status["currentStep"] = None
         run.status["conditions"] = conditions.dump()
         await self._save(run.namespace, run.name, run.status)
@@ -292,26 +318,36 @@ class OffsetResetExecutor:
         backup = (run.status.get("backup") or {}).get("configMap")
         detail = message
         if stopped_by_us and unsafe:
-            detail = (f"{message}. The connector(s) {', '.join(run.status['connectors'])} stay STOPPED "
-                      f"and locked because their offsets may be partly rewritten; the old offsets "
-                      f"are in ConfigMap {backup}: fix the cause and create an OffsetReset with "
-                      f"action restore (restoreFrom: {backup}), or delete this object to unlock")
+            detail = (
+                f"{message}. The connector(s) {', '.join(run.status['connectors'])} stay STOPPED "
+                f"and locked because their offsets may be partly rewritten; the old offsets "
+                f"are in ConfigMap {backup}: fix the cause and create an OffsetReset with "
+                f"action restore (restoreFrom: {backup}), or delete this object to unlock"
+            )
         elif stopped_by_us:
             try:
                 await self._resume(run)
                 await self._unlock(run)
                 detail = f"{message}. Offsets were not changed; the connector(s) were resumed"
             except (ConnectError, KubeError) as exc:
-                detail = (f"{message}. Resuming failed too ({run.cluster.redactor(str(exc))}); the "
-                          "connector(s) may still be STOPPED")
+                detail = (
+                    f"{message}. Resuming failed too ({run.cluster.redactor(str(exc))}); the "
+                    "connector(s) may still be STOPPED"
+                )
         else:
             try:
                 await self._unlock(run)
             except KubeError:
                 pass
         conditions = Conditions(run.status.get("conditions"), run.generation, run.emit)
-        conditions.set("Succeeded", False, f"{str(step)[0].upper()}{str(step)[1:]}Failed", detail,
-                       event_on_change=True, warning=True)
+        conditions.set(
+            "Succeeded",
+            False,
+            f"{str(step)[0].upper()}{str(step)[1:]}Failed",
+            detail,
+            event_on_change=True,
+            warning=True,
+        )
         run.status.update({"phase": "Failed", "currentStep": None, "conditions": conditions.dump()})
         await self._save(run.namespace, run.name, run.status)
 
@@ -321,11 +357,11 @@ class OffsetResetExecutor:
         return f"{GROUP}/offsetreset/{run.namespace}/{run.name}/{run.uid}"
 
     async def _lock(self, run: Run) -> str:
-        owner = {"apiVersion": f"{GROUP}/v1alpha1", "kind": "OffsetReset", "name": run.name,
-                 "uid": run.uid}
+        owner = {"apiVersion": f"{GROUP}/v1alpha1", "kind": "OffsetReset", "name": run.name, "uid": run.uid}
         for connector in run.status["connectors"]:
-            await self._kube.acquire_lock(run.namespace, run.cluster.name, connector,
-                                          self._holder(run), owner)
+            await self._kube.acquire_lock(
+                run.namespace, run.cluster.name, connector, self._holder(run), owner
+            )
         return f"locked {', '.join(run.status['connectors'])}"
 
     async def _unlock(self, run: Run) -> str:
@@ -346,20 +382,26 @@ class OffsetResetExecutor:
             if run.spec.connector_ref is not None:
                 obj = await self._kube.custom_object(run.namespace, "connectors", run.spec.connector_ref.name)
                 managed = str(obj["spec"].get("state", "running"))
-            targets.append(TargetConnector(
-                name=connector,
-                kind=_kind(info),
-                state=state.state if state else "UNASSIGNED",
-                config=info["config"],
-                managed_state=managed,
-            ))
+            targets.append(
+                TargetConnector(
+                    name=connector,
+                    kind=_kind(info),
+                    state=state.state if state else "UNASSIGNED",
+                    config=info["config"],
+                    managed_state=managed,
+                )
+            )
         plan = plan_reset(run.spec, targets, caps, has_kafka_access=run.kafka is not None)
         summary = plan.summary()
         summary["workerVersion"] = version
-        summary["configs"] = {t.name: {"kind": str(t.kind), "group": sink_group(t.name, t.config)
-                                       if t.kind is ConnectorKind.SINK else None,
-                                       "offsetsTopic": t.config.get("offsets.storage.topic")}
-                              for t in targets}
+        summary["configs"] = {
+            t.name: {
+                "kind": str(t.kind),
+                "group": sink_group(t.name, t.config) if t.kind is ConnectorKind.SINK else None,
+                "offsetsTopic": t.config.get("offsets.storage.topic"),
+            }
+            for t in targets
+        }
         summary["entries"] = {k: [e.model_dump(mode="json") for e in v] for k, v in plan.entries.items()}
         if run.spec.action in (ResetAction.TO_EARLIEST, ResetAction.TO_LATEST, ResetAction.TO_TIMESTAMP):
             summary["entries"] = await self._sink_target_offsets(run, targets)
@@ -374,8 +416,10 @@ class OffsetResetExecutor:
         run.status["connectorKind"] = ",".join(sorted({str(t.kind) for t in targets}))
         # recorded once, before anything is stopped: the truth about "before"
         run.status.setdefault("previousStates", {t.name: t.state for t in targets})
-        return (f"{plan.strategy} {run.spec.action} of {', '.join(t.name for t in targets)} "
-                f"({', '.join(str(t.kind) for t in targets)}, worker {version})")
+        return (
+            f"{plan.strategy} {run.spec.action} of {', '.join(t.name for t in targets)} "
+            f"({', '.join(str(t.kind) for t in targets)}, worker {version})"
+        )
 
     async def _current_offsets(self, run: Run, connector: str) -> list[dict[str, Any]]:
         try:
@@ -432,23 +476,31 @@ class OffsetResetExecutor:
                     entry["records"] = [_record_json(r) for r in records if r.value is not None]
             connectors[connector] = entry
         name = f"connectops-backup-{run.name}-{run.uid[:8]}"[:253]
-        document = json.dumps({
-            "version": 1,
-            "cluster": run.cluster.name,
-            "offsetReset": f"{run.namespace}/{run.name}",
-            "takenAt": utcnow_iso(),
-            "connectors": connectors,
-        }, sort_keys=True)
+        document = json.dumps(
+            {
+                "version": 1,
+                "cluster": run.cluster.name,
+                "offsetReset": f"{run.namespace}/{run.name}",
+                "takenAt": utcnow_iso(),
+                "connectors": connectors,
+            },
+            sort_keys=True,
+        )
         data: dict[str, str] | None = {"backup.json": document}
         binary: dict[str, str] | None = None
         if len(document) > _INLINE_LIMIT:
             data = None
             binary = {"backup.json.gz": base64.b64encode(gzip.compress(document.encode())).decode()}
         await self._kube.put_config_map(
-            run.namespace, name, data=data, binary_data=binary,
+            run.namespace,
+            name,
+            data=data,
+            binary_data=binary,
             labels={f"{GROUP}/backup": "offsets", f"{GROUP}/cluster": run.cluster.name},
-            annotations={f"{GROUP}/offset-reset": run.name,
-                         f"{GROUP}/connectors": ",".join(run.status["connectors"])},
+            annotations={
+                f"{GROUP}/offset-reset": run.name,
+                f"{GROUP}/connectors": ",".join(run.status["connectors"]),
+            },
         )
         run.status["backup"] = {"configMap": name, "offsets": total, "takenAt": utcnow_iso()}
         return f"saved {total} partition offset(s) to ConfigMap {name}"
@@ -479,8 +531,9 @@ class OffsetResetExecutor:
                 pending.pop(0)
                 continue
             if time.monotonic() > deadline:
-                raise NotReadyYet(f"{pending[0]} did not reach STOPPED with no tasks in "
-                                  f"{self._stop_timeout:.0f}s")
+                raise NotReadyYet(
+                    f"{pending[0]} did not reach STOPPED with no tasks in {self._stop_timeout:.0f}s"
+                )
             await asyncio.sleep(0.5)
         return f"stopped {', '.join(run.status['connectors'])} (STOPPED, no tasks)"
 
@@ -500,8 +553,9 @@ class OffsetResetExecutor:
             done.append(connector)
         return f"{action} applied to {', '.join(done) or 'nothing'} ({run.plan['strategy']})"
 
-    async def _reset_rest(self, run: Run, connector: str, action: ResetAction,
-                          entries: list[dict[str, Any]]) -> None:
+    async def _reset_rest(
+        self, run: Run, connector: str, action: ResetAction, entries: list[dict[str, Any]]
+    ) -> None:
         client = run.cluster.client
         before = await client.get_offsets(connector)
         if action is ResetAction.RESET:
@@ -519,17 +573,22 @@ class OffsetResetExecutor:
         once, and the comparison would mean nothing). Connect may lag its topic briefly."""
         deadline = time.monotonic() + 30
         while True:
-            actual = [e for e in await run.cluster.client.get_offsets(connector) if e.get("offset") is not None]
+            actual = [
+                e for e in await run.cluster.client.get_offsets(connector) if e.get("offset") is not None
+            ]
             problems = diff_offsets(expected, actual)
             if not problems:
                 return
             if time.monotonic() > deadline:
-                raise StepFailed(f"{connector}: offsets after the reset differ from the plan: "
-                                 + "; ".join(problems[:5]), unsafe_to_resume=True)
+                raise StepFailed(
+                    f"{connector}: offsets after the reset differ from the plan: " + "; ".join(problems[:5]),
+                    unsafe_to_resume=True,
+                )
             await asyncio.sleep(1.0)
 
-    async def _reset_tombstone(self, run: Run, connector: str, action: ResetAction,
-                               entries: list[dict[str, Any]]) -> None:
+    async def _reset_tombstone(
+        self, run: Run, connector: str, action: ResetAction, entries: list[dict[str, Any]]
+    ) -> None:
         kafka = run.kafka
         assert kafka is not None
         cfg = run.plan["configs"][connector]
@@ -538,8 +597,12 @@ class OffsetResetExecutor:
             if action is ResetAction.RESET:
                 await asyncio.to_thread(kafka.delete_group, group)
             else:
-                wanted = {(e["partition"]["kafka_topic"], int(e["partition"]["kafka_partition"])):
-                          int(e["offset"]["kafka_offset"]) for e in entries}
+                wanted = {
+                    (e["partition"]["kafka_topic"], int(e["partition"]["kafka_partition"])): int(
+                        e["offset"]["kafka_offset"]
+                    )
+                    for e in entries
+                }
                 if action is not ResetAction.ALTER:
                     await asyncio.to_thread(kafka.delete_group, group)
                 await asyncio.to_thread(kafka.alter_group_offsets, group, wanted)
@@ -560,11 +623,24 @@ class OffsetResetExecutor:
                 raise StepFailed(
                     f"{connector}: partition {entry['partition']} has no record in the offsets topic; "
                     "strategy tombstone can only alter existing partitions (Connect's key bytes "
-                    "cannot be reproduced safely); use strategy rest")
-            value = None if entry["offset"] is None else json.dumps(entry["offset"], separators=(",", ":")).encode()
-            rewritten.append(OffsetRecord(topic=rec.topic, partition=rec.partition, offset=-1,
-                                          key=rec.key, value=value, connector=rec.connector,
-                                          partition_map=rec.partition_map))
+                    "cannot be reproduced safely); use strategy rest"
+                )
+            value = (
+                None
+                if entry["offset"] is None
+                else json.dumps(entry["offset"], separators=(",", ":")).encode()
+            )
+            rewritten.append(
+                OffsetRecord(
+                    topic=rec.topic,
+                    partition=rec.partition,
+                    offset=-1,
+                    key=rec.key,
+                    value=value,
+                    connector=rec.connector,
+                    partition_map=rec.partition_map,
+                )
+            )
         await asyncio.to_thread(kafka.restore_records, rewritten)
 
     async def _restore(self, run: Run) -> str:
@@ -586,8 +662,11 @@ class OffsetResetExecutor:
                 kafka = run.kafka
                 assert kafka is not None
                 if saved["kind"] == "sink":
-                    await asyncio.to_thread(kafka.alter_group_offsets, saved["group"],
-                                            {(t, p): o for t, p, o in saved.get("groupOffsets", [])})
+                    await asyncio.to_thread(
+                        kafka.alter_group_offsets,
+                        saved["group"],
+                        {(t, p): o for t, p, o in saved.get("groupOffsets", [])},
+                    )
                 else:
                     records = [_record_from_json(r) for r in saved.get("records", [])]
                     await asyncio.to_thread(kafka.restore_records, records)
@@ -617,7 +696,9 @@ class OffsetResetExecutor:
         elif run.kafka is not None:
             kafka = run.kafka
         else:
-            raise StepFailed(f"no Kafka access for the {run.plan['offsetSyncsCluster']} cluster holding {topic}")
+            raise StepFailed(
+                f"no Kafka access for the {run.plan['offsetSyncsCluster']} cluster holding {topic}"
+            )
         if OffsetSyncsCleanup(mm2.offset_syncs) is OffsetSyncsCleanup.DELETE:
             await asyncio.to_thread(kafka.delete_topic, topic)
             return f"deleted offset-syncs topic {topic}"
@@ -646,12 +727,19 @@ class OffsetResetExecutor:
             want = plan_connectors.get(connector, {}).get("resumeTo", "running").upper()
             while True:
                 state = await client.get_status(connector)
-                ok = state is not None and state.state == want and (
-                    want != "RUNNING" or (state.tasks and all(t.state == "RUNNING" for t in state.tasks)))
+                ok = (
+                    state is not None
+                    and state.state == want
+                    and (
+                        want != "RUNNING" or (state.tasks and all(t.state == "RUNNING" for t in state.tasks))
+                    )
+                )
                 if ok:
                     break
                 if time.monotonic() > deadline:
-                    raise NotReadyYet(f"{connector} is {state.state if state else 'missing'}, expected {want}")
+                    raise NotReadyYet(
+                        f"{connector} is {state.state if state else 'missing'}, expected {want}"
+                    )
                 await asyncio.sleep(0.5)
         return "connector(s) in their resumed state"
 
@@ -677,10 +765,13 @@ def _record_json(record: OffsetRecord) -> dict[str, Any]:
 
 def _record_from_json(item: dict[str, Any]) -> OffsetRecord:
     return OffsetRecord(
-        topic=item["topic"], partition=int(item["partition"]), offset=-1,
+        topic=item["topic"],
+        partition=int(item["partition"]),
+        offset=-1,
         key=base64.b64decode(item["key"]),
         value=base64.b64decode(item["value"]) if item.get("value") is not None else None,
-        connector=None, partition_map=None,
+        connector=None,
+        partition_map=None,
     )
 
 

@@ -1,0 +1,98 @@
+"""Crash safety: the operator process dies at each step boundary of a reset (``os._exit`` at a
+failpoint: no cleanup, no last status write) and a fresh process finishes the reset correctly."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import kubernetes
+import pytest
+from tests.e2e.conftest import (
+    ConnectREST,
+    K8s,
+    OperatorProcess,
+    connect_cluster_spec,
+    topic_record_count,
+    wait_for,
+)
+from tests.env.servers import ConnectWorker, KubeAPI
+
+from connectops.failpoints import EXIT_CODE
+from connectops.planning.offset_reset import Step
+
+SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
+LINES = ["one", "two", "three", "four"]
+STEPS = [s for s in Step if s is not Step.OFFSET_SYNCS]
+
+
+@pytest.fixture
+def crash_env(
+    kube: KubeAPI, kube_client: Any, crds: None, tmp_path: Path
+) -> Iterator[tuple[K8s, OperatorProcess]]:
+    ns = f"crash-{uuid.uuid4().hex[:8]}"
+    kubernetes.client.CoreV1Api(kube_client).create_namespace(
+        kubernetes.client.V1Namespace(metadata={"name": ns})
+    )
+    operator = OperatorProcess(kube, ns, tmp_path)
+    yield K8s(kube_client, ns), operator
+    operator.stop()
+
+
+# every step, killed after it acted but before its completion was recorded (the step re-runs:
+# idempotence), and after its completion was recorded (the next step starts: durability)
+BOUNDARIES = [(s, "effects") for s in STEPS] + [(s, "done") for s in STEPS if s is not Step.UNLOCK]
+
+
+@pytest.mark.parametrize(("step", "when"), BOUNDARIES, ids=lambda v: str(v))
+def test_reset_survives_a_crash(
+    crash_env: tuple[K8s, OperatorProcess], connect: ConnectWorker, tmp_path: Path, step: Step, when: str
+) -> None:
+    k8s, operator = crash_env
+    rest = ConnectREST(connect)
+    name = f"c-{uuid.uuid4().hex[:6]}"
+    topic = f"crash-{uuid.uuid4().hex[:6]}"
+    src = tmp_path / "in.txt"
+    src.write_text("".join(f"{line}\n" for line in LINES))
+
+    operator.start(failpoint=f"{step}:{when}")
+    k8s.create("connectclusters", "main", connect_cluster_spec(connect), "ConnectCluster")
+    k8s.create(
+        "connectors",
+        name,
+        {"clusterRef": {"name": "main"}, "class": SOURCE, "config": {"file": str(src), "topic": topic}},
+        "Connector",
+    )
+    k8s.wait_condition("connectors", name, "Ready", "True", timeout=90)
+    wait_for(lambda: topic_record_count(connect.bootstrap, topic) == len(LINES), 60, "copied")
+    wait_for(lambda: rest.http.get(rest.path(name) + "/offsets").json()["offsets"], 60, "offsets")
+
+    k8s.create("offsetresets", "r", {"connectorRef": {"name": name}, "action": "reset"}, "OffsetReset")
+    code = operator.wait_exit(120)
+    assert code == EXIT_CODE, operator.log_tail()
+    crashed = k8s.get("offsetresets", "r")["status"]
+    assert crashed["phase"] == "Running"
+    assert crashed["currentStep"] == str(step)
+
+    operator.start()
+    status = wait_for(
+        lambda: (
+            (s := k8s.get("offsetresets", "r").get("status") or {}).get("phase") in ("Succeeded", "Failed")
+            and s
+        ),
+        180,
+        "reset to finish after restart",
+    )
+    assert status["phase"] == "Succeeded", status
+    steps = {s["name"]: s for s in status["steps"]}
+    assert all(steps[str(s)]["state"] == "Done" for s in STEPS)
+    # the interrupted step ran again only if its completion had not been recorded
+    assert steps[str(step)]["attempts"] == (2 if when == "effects" else 1)
+    # the planned final state: offsets reset (the file re-read once), connector running, unlocked
+    wait_for(lambda: topic_record_count(connect.bootstrap, topic) == 2 * len(LINES), 60, "re-read once")
+    assert rest.state(name) == "RUNNING"
+    k8s.wait_condition("connectors", name, "Ready", "True", timeout=60)
+    leases = kubernetes.client.CoordinationV1Api(k8s.core.api_client).list_namespaced_lease(k8s.ns).items
+    assert leases == []

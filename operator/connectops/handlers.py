@@ -122,9 +122,7 @@ async def connector_changed(body: kopf.Body, patch: kopf.Patch, retry: int, **_:
     await _reconcile_connector(body, patch, retry, periodic=False)
 
 
-@kopf.timer(
-    GROUP, VERSION, "connectors", interval=SETTINGS.resync_seconds, initial_delay=SETTINGS.resync_seconds
-)
+@kopf.timer(GROUP, VERSION, "connectors", interval=SETTINGS.resync_seconds, initial_delay=SETTINGS.resync_seconds)
 async def connector_resync(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
     # timers have no retry counter: a failing resync retries at the base delay
     await _reconcile_connector(body, patch, 0, periodic=True)
@@ -200,9 +198,7 @@ async def offset_reset(body: kopf.Body, retry: int, **_: Any) -> None:
             await rt.resets.run(body, _emitter(body))
     except Exception as exc:
         metrics.RECONCILE_ERRORS.labels(kind="OffsetReset", error=type(exc).__name__).inc()
-        raise as_kopf_error(
-            exc, retry=retry, base=SETTINGS.retry_seconds, maximum=SETTINGS.retry_max_seconds
-        ) from None
+        raise as_kopf_error(exc, retry=retry, base=SETTINGS.retry_seconds, maximum=SETTINGS.retry_max_seconds) from None
 
 
 @kopf.on.delete(GROUP, VERSION, "offsetresets", optional=True)

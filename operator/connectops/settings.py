@@ -29,9 +29,7 @@ class Settings:
     #: how long a reconcile waits for Connect to report the state it just asked for
     settle_seconds: float = field(default_factory=lambda: _float("CONNECTOPS_SETTLE_SECONDS", 10.0))
     #: capabilities are per worker version; re-read it this often
-    capabilities_ttl_seconds: float = field(
-        default_factory=lambda: _float("CONNECTOPS_CAPABILITIES_TTL_SECONDS", 60.0)
-    )
+    capabilities_ttl_seconds: float = field(default_factory=lambda: _float("CONNECTOPS_CAPABILITIES_TTL_SECONDS", 60.0))
 
 
 def load() -> Settings:

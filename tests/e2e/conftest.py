@@ -31,9 +31,7 @@ OPERATOR_ENV = {
 }
 
 
-def wait_for(
-    check: Callable[[], Any], timeout: float = 60.0, what: str = "condition", interval: float = 0.5
-) -> Any:
+def wait_for(check: Callable[[], Any], timeout: float = 60.0, what: str = "condition", interval: float = 0.5) -> Any:
     """Poll ``check`` until it returns something truthy; fail with ``what`` and the last value."""
     deadline = time.monotonic() + timeout
     last: Any = None
@@ -97,15 +95,11 @@ class K8s:
             "metadata": {"name": name, "namespace": self.ns},
             "spec": spec,
         }
-        result: dict[str, Any] = self.custom.create_namespaced_custom_object(
-            GROUP, VERSION, self.ns, plural, body
-        )
+        result: dict[str, Any] = self.custom.create_namespaced_custom_object(GROUP, VERSION, self.ns, plural, body)
         return result
 
     def get(self, plural: str, name: str) -> dict[str, Any]:
-        result: dict[str, Any] = self.custom.get_namespaced_custom_object(
-            GROUP, VERSION, self.ns, plural, name
-        )
+        result: dict[str, Any] = self.custom.get_namespaced_custom_object(GROUP, VERSION, self.ns, plural, name)
         return result
 
     def patch_spec(self, plural: str, name: str, spec: dict[str, Any]) -> None:

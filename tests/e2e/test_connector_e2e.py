@@ -82,9 +82,7 @@ def test_create_update_and_no_needless_puts(
     assert k8s.get("connectors", name)["metadata"]["resourceVersion"] == version
 
     k8s.patch_spec("connectors", name, {"producerOverrides": {"lingerMs": 50, "batchSize": 32768}})
-    wait_for(
-        lambda: connect_rest.config(name).get("producer.override.linger.ms") == "50", 60, "linger.ms applied"
-    )
+    wait_for(lambda: connect_rest.config(name).get("producer.override.linger.ms") == "50", 60, "linger.ms applied")
     assert connect_rest.config(name)["producer.override.batch.size"] == "32768"
     k8s.wait_condition("connectors", name, "Ready", "True")
     wait_for(
@@ -271,9 +269,7 @@ def test_secret_values_stay_secret(
     secret = f"s3cret-{uuid.uuid4().hex}"
     k8s.create_secret("creds", {"value": secret})
     name = f"sec-{uuid.uuid4().hex[:6]}"
-    spec = source_spec(
-        tmp_path, configFrom={"batch.size": {"secretKeyRef": {"name": "creds", "key": "value"}}}
-    )
+    spec = source_spec(tmp_path, configFrom={"batch.size": {"secretKeyRef": {"name": "creds", "key": "value"}}})
     # batch.size must be an int: Connect rejects the secret value and echoes it in its message
     k8s.create("connectors", name, spec, "Connector")
     cond = k8s.wait_condition("connectors", name, "Valid", "False", reason="ConfigInvalid")

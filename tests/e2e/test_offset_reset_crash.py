@@ -29,13 +29,9 @@ STEPS = [s for s in Step if s is not Step.OFFSET_SYNCS]
 
 
 @pytest.fixture
-def crash_env(
-    kube: KubeAPI, kube_client: Any, crds: None, tmp_path: Path
-) -> Iterator[tuple[K8s, OperatorProcess]]:
+def crash_env(kube: KubeAPI, kube_client: Any, crds: None, tmp_path: Path) -> Iterator[tuple[K8s, OperatorProcess]]:
     ns = f"crash-{uuid.uuid4().hex[:8]}"
-    kubernetes.client.CoreV1Api(kube_client).create_namespace(
-        kubernetes.client.V1Namespace(metadata={"name": ns})
-    )
+    kubernetes.client.CoreV1Api(kube_client).create_namespace(kubernetes.client.V1Namespace(metadata={"name": ns}))
     operator = OperatorProcess(kube, ns, tmp_path)
     yield K8s(kube_client, ns), operator
     operator.stop()
@@ -46,7 +42,7 @@ def crash_env(
 BOUNDARIES = [(s, "effects") for s in STEPS] + [(s, "done") for s in STEPS if s is not Step.UNLOCK]
 
 
-@pytest.mark.parametrize(("step", "when"), BOUNDARIES, ids=lambda v: str(v))
+@pytest.mark.parametrize(("step", "when"), BOUNDARIES, ids=str)
 def test_reset_survives_a_crash(
     crash_env: tuple[K8s, OperatorProcess], connect: ConnectWorker, tmp_path: Path, step: Step, when: str
 ) -> None:
@@ -78,10 +74,7 @@ def test_reset_survives_a_crash(
 
     operator.start()
     status = wait_for(
-        lambda: (
-            (s := k8s.get("offsetresets", "r").get("status") or {}).get("phase") in ("Succeeded", "Failed")
-            and s
-        ),
+        lambda: (s := k8s.get("offsetresets", "r").get("status") or {}).get("phase") in ("Succeeded", "Failed") and s,
         180,
         "reset to finish after restart",
     )

@@ -50,9 +50,7 @@ def make_source(k8s: K8s, tmp_path: Path, cluster: str, connect: ConnectWorker) 
     return name, topic
 
 
-def reset(
-    k8s: K8s, name: str, spec: dict[str, Any], phase: str = "Succeeded", timeout: float = 120
-) -> dict[str, Any]:
+def reset(k8s: K8s, name: str, spec: dict[str, Any], phase: str = "Succeeded", timeout: float = 120) -> dict[str, Any]:
     k8s.create("offsetresets", name, spec, "OffsetReset")
 
     def done() -> dict[str, Any] | None:
@@ -75,9 +73,7 @@ def backup_doc(k8s: K8s, cm: str) -> dict[str, Any]:
     return doc
 
 
-def test_source_reset_rest_rereads_from_start(
-    k8s: K8s, cluster: str, tmp_path: Path, connect: ConnectWorker
-) -> None:
+def test_source_reset_rest_rereads_from_start(k8s: K8s, cluster: str, tmp_path: Path, connect: ConnectWorker) -> None:
     rest = ConnectREST(connect)
     name, topic = make_source(k8s, tmp_path, cluster, connect)
     before = offsets(rest, name)
@@ -155,9 +151,7 @@ def test_dry_run_changes_nothing(k8s: K8s, cluster: str, tmp_path: Path, connect
     rest = ConnectREST(connect)
     name, topic = make_source(k8s, tmp_path, cluster, connect)
     before = offsets(rest, name)
-    status = reset(
-        k8s, "dry", {"connectorRef": {"name": name}, "action": "reset", "dryRun": True}, phase="Planned"
-    )
+    status = reset(k8s, "dry", {"connectorRef": {"name": name}, "action": "reset", "dryRun": True}, phase="Planned")
     assert status["plan"]["strategy"] == "rest"
     assert status["plan"]["current"][name] == before
     assert "backup" not in status
@@ -200,9 +194,7 @@ def test_sink_reset_and_alter(k8s: K8s, cluster: str, tmp_path: Path, connect: C
         {
             "connectorRef": {"name": name},
             "action": "alter",
-            "offsets": [
-                {"partition": e["partition"], "offset": {"kafka_offset": 0}} for e in offsets(rest, name)
-            ],
+            "offsets": [{"partition": e["partition"], "offset": {"kafka_offset": 0}} for e in offsets(rest, name)],
         },
     )
     assert status["connectorKind"] == "sink"

@@ -45,9 +45,7 @@ def plan(
     book: RestartBook | None = None,
     now: float = 1000.0,
 ) -> Any:
-    return plan_connector(
-        s, desired(s), observed, caps, locked_by=locked_by, restarts=book or RestartBook(), now=now
-    )
+    return plan_connector(s, desired(s), observed, caps, locked_by=locked_by, restarts=book or RestartBook(), now=now)
 
 
 @pytest.mark.parametrize(
@@ -64,9 +62,7 @@ def plan(
         ("3.9.0-SNAPSHOT", True, True, True, True),
     ],
 )
-def test_capabilities_by_version(
-    version: str, stop: bool, alter: bool, initial: bool, only_failed: bool
-) -> None:
+def test_capabilities_by_version(version: str, stop: bool, alter: bool, initial: bool, only_failed: bool) -> None:
     caps = capabilities_for(version)
     assert (caps.stop, caps.alter_offsets, caps.initial_state, caps.restart_only_failed) == (
         stop,

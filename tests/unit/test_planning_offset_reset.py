@@ -49,9 +49,7 @@ ENTRY_FOR = {
 }
 
 
-def target(
-    kind: ConnectorKind, name: str = "c", state: str = "RUNNING", managed: str | None = None
-) -> TargetConnector:
+def target(kind: ConnectorKind, name: str = "c", state: str = "RUNNING", managed: str | None = None) -> TargetConnector:
     return TargetConnector(name=name, kind=kind, state=state, config={}, managed_state=managed)
 
 
@@ -69,7 +67,7 @@ def spec_for(action: ResetAction, kind: ConnectorKind, strategy: ResetStrategy, 
 @pytest.mark.parametrize(
     ("action", "strategy", "kind"),
     list(itertools.product(ResetAction, ResetStrategy, ConnectorKind)),
-    ids=lambda v: str(v),
+    ids=str,
 )
 def test_matrix(action: ResetAction, strategy: ResetStrategy, kind: ConnectorKind) -> None:
     spec = spec_for(action, kind, strategy)
@@ -92,15 +90,14 @@ def test_matrix(action: ResetAction, strategy: ResetStrategy, kind: ConnectorKin
 def test_auto_picks_tombstones_on_35_and_refuses_older() -> None:
     spec = spec_for(ResetAction.RESET, ConnectorKind.SOURCE, ResetStrategy.AUTO)
     assert (
-        plan_reset(spec, [target(ConnectorKind.SOURCE)], V35, has_kafka_access=True).strategy
-        is ResetStrategy.TOMBSTONE
+        plan_reset(spec, [target(ConnectorKind.SOURCE)], V35, has_kafka_access=True).strategy is ResetStrategy.TOMBSTONE
     )
-    with pytest.raises(PlanError, match="Kafka access|spec.kafka"):
+    with pytest.raises(PlanError, match=r"spec\.kafka"):
         plan_reset(spec, [target(ConnectorKind.SOURCE)], V35, has_kafka_access=False)
-    with pytest.raises(PlanError, match="3.5"):
+    with pytest.raises(PlanError, match=r"3\.5"):
         plan_reset(spec, [target(ConnectorKind.SOURCE)], V34, has_kafka_access=True)
     rest = spec_for(ResetAction.RESET, ConnectorKind.SOURCE, ResetStrategy.REST)
-    with pytest.raises(PlanError, match="3.6"):
+    with pytest.raises(PlanError, match=r"3\.6"):
         plan_reset(rest, [target(ConnectorKind.SOURCE)], V35, has_kafka_access=True)
 
 
@@ -145,23 +142,17 @@ def test_auto_picks_tombstones_on_35_and_refuses_older() -> None:
         (ConnectorKind.SOURCE, {"partition": {}, "offset": {"x": 1}}, "empty partition"),
     ],
 )
-def test_bad_entries_rejected_before_anything_stops(
-    kind: ConnectorKind, entry: dict[str, Any], fragment: str
-) -> None:
+def test_bad_entries_rejected_before_anything_stops(kind: ConnectorKind, entry: dict[str, Any], fragment: str) -> None:
     problems = validate_entries(kind, [OffsetEntry.model_validate(entry)])
     assert any(fragment in p for p in problems), problems
-    spec = OffsetResetSpec.model_validate(
-        {"connectorRef": {"name": "c"}, "action": "alter", "offsets": [entry]}
-    )
+    spec = OffsetResetSpec.model_validate({"connectorRef": {"name": "c"}, "action": "alter", "offsets": [entry]})
     with pytest.raises(PlanError):
         plan_reset(spec, [target(kind)], V43, has_kafka_access=True)
 
 
 def test_null_offsets_allowed_for_rest_but_not_for_sink_tombstones() -> None:
     entry = {"partition": {"kafka_topic": "t", "kafka_partition": 0}, "offset": None}
-    rest = OffsetResetSpec.model_validate(
-        {"connectorRef": {"name": "c"}, "action": "alter", "offsets": [entry]}
-    )
+    rest = OffsetResetSpec.model_validate({"connectorRef": {"name": "c"}, "action": "alter", "offsets": [entry]})
     assert plan_reset(rest, [target(ConnectorKind.SINK)], V43, has_kafka_access=True)
     tomb = rest.model_copy(update={"strategy": ResetStrategy.TOMBSTONE})
     with pytest.raises(PlanError, match="per-partition"):
@@ -219,9 +210,7 @@ def test_mm2_reset_includes_offset_syncs_cleanup_on_the_right_cluster() -> None:
         (OffsetsTopicLocation.SOURCE, "_", False, "mm2-offset-syncs.B.internal"),
     ],
 )
-def test_offset_syncs_topic_name(
-    location: OffsetsTopicLocation, sep: str, enabled: bool, expected: str
-) -> None:
+def test_offset_syncs_topic_name(location: OffsetsTopicLocation, sep: str, enabled: bool, expected: str) -> None:
     assert offset_syncs_topic("A", "B", location, sep, enabled) == expected
 
 
@@ -268,8 +257,7 @@ def test_resume_state() -> None:
 
 def test_kinds_and_groups() -> None:
     assert (
-        connector_kind("org.apache.kafka.connect.mirror.MirrorSourceConnector", "source")
-        is ConnectorKind.MIRROR_SOURCE
+        connector_kind("org.apache.kafka.connect.mirror.MirrorSourceConnector", "source") is ConnectorKind.MIRROR_SOURCE
     )
     assert (
         connector_kind("org.apache.kafka.connect.mirror.MirrorCheckpointConnector", "source")
@@ -295,8 +283,6 @@ def test_expected_after_and_diff() -> None:
         ],
         before,
     )
-    assert altered == [
-        {"partition": {"kafka_topic": "t", "kafka_partition": 0}, "offset": {"kafka_offset": 1}}
-    ]
+    assert altered == [{"partition": {"kafka_topic": "t", "kafka_partition": 0}, "offset": {"kafka_offset": 1}}]
     assert diff_offsets(altered, altered) == []
     assert diff_offsets(altered, before)

@@ -292,9 +292,7 @@ class ConnectClient:
         await self._request("POST", "/connectors", body=body, operation="create connector")
 
     async def put_config(self, name: str, config: dict[str, str]) -> None:
-        await self._request(
-            "PUT", f"/connectors/{_segment(name)}/config", body=config, operation="update config"
-        )
+        await self._request("PUT", f"/connectors/{_segment(name)}/config", body=config, operation="update config")
 
     async def pause(self, name: str) -> None:
         await self._request("PUT", f"/connectors/{_segment(name)}/pause", operation="pause")

@@ -224,9 +224,7 @@ def offset_syncs_topic_name(
     return f"mm2-offset-syncs{sep}{alias}{sep}internal"
 
 
-def checkpoints_topic_name(
-    source_alias: str, separator: str = ".", internal_separator_enabled: bool = True
-) -> str:
+def checkpoints_topic_name(source_alias: str, separator: str = ".", internal_separator_enabled: bool = True) -> str:
     """``DefaultReplicationPolicy.checkpointsTopic(sourceAlias)``: on the target cluster."""
     sep = separator if internal_separator_enabled else "."
     return f"{source_alias}{sep}checkpoints{sep}internal"
@@ -297,12 +295,7 @@ def parse_offset_key(key: bytes | None) -> tuple[str, JSONDict] | None:
         parsed = json.loads(key)
     except ValueError:
         return None
-    if (
-        isinstance(parsed, list)
-        and len(parsed) == 2
-        and isinstance(parsed[0], str)
-        and isinstance(parsed[1], dict)
-    ):
+    if isinstance(parsed, list) and len(parsed) == 2 and isinstance(parsed[0], str) and isinstance(parsed[1], dict):
         return parsed[0], parsed[1]
     return None
 
@@ -483,8 +476,7 @@ class KafkaOffsets:
             # property "sasl.password""): keep only the property names.
             names = ", ".join(sorted(k for k in self._config if k != "bootstrap.servers")) or "none"
             raise KafkaClientConfigInvalid(
-                f"cannot create Kafka {what}: librdkafka rejected the client configuration "
-                f"(properties given: {names})",
+                f"cannot create Kafka {what}: librdkafka rejected the client configuration (properties given: {names})",
                 operation=f"create {what}",
             ) from None
 
@@ -552,9 +544,7 @@ class KafkaOffsets:
                 operation=operation,
                 code="_TIMED_OUT",
             )
-        return KafkaOffsetsError(
-            self._redact(f"{operation}: {type(exc).__name__}: {exc}"), operation=operation
-        )
+        return KafkaOffsetsError(self._redact(f"{operation}: {type(exc).__name__}: {exc}"), operation=operation)
 
     def _result(self, future: concurrent.futures.Future[Any], operation: str, subject: str = "") -> Any:
         try:
@@ -886,9 +876,7 @@ class KafkaOffsets:
         ]
         return self._produce_exact(tombstones, "write tombstones")
 
-    def verify_tombstones(
-        self, topic: str, records: Iterable[OffsetRecord], *, timeout_s: float | None = None
-    ) -> None:
+    def verify_tombstones(self, topic: str, records: Iterable[OffsetRecord], *, timeout_s: float | None = None) -> None:
         """Re-read ``topic`` and check that every given key's latest value is null.
 
         Raises :class:`TombstoneVerificationFailed` listing the keys that still hold a value.
@@ -933,12 +921,10 @@ class KafkaOffsets:
         ]
         if mismatches:
             sample = "; ".join(
-                f"[{p}] {_show(k)} = {_show(v) if v is not None else 'null'}"
-                for _, p, k, _, v in mismatches[:5]
+                f"[{p}] {_show(k)} = {_show(v) if v is not None else 'null'}" for _, p, k, _, v in mismatches[:5]
             )
             raise error(
-                f"{operation} in {topic!r}: {len(mismatches)} of {len(expected)} keys read back "
-                f"differently: {sample}",
+                f"{operation} in {topic!r}: {len(mismatches)} of {len(expected)} keys read back differently: {sample}",
                 mismatches=mismatches,
                 operation=operation,
             )
@@ -1022,9 +1008,7 @@ class KafkaOffsets:
         """Client ids (``client@host``) of the group's members; ``None`` if the group is unknown."""
         operation = f"describe group {group!r}"
         admin = self._admin_client()
-        futures = self._call(
-            operation, lambda: admin.describe_consumer_groups([group], request_timeout=self.timeout_s)
-        )
+        futures = self._call(operation, lambda: admin.describe_consumer_groups([group], request_timeout=self.timeout_s))
         try:
             desc = futures[group].result(timeout=self.timeout_s + 5)
         except KafkaException as exc:
@@ -1053,8 +1037,7 @@ class KafkaOffsets:
         members = self.group_members(group)
         if members:
             raise GroupActive(
-                f"{operation}: group {group!r} still has {len(members)} member(s): "
-                + ", ".join(sorted(members)[:5]),
+                f"{operation}: group {group!r} still has {len(members)} member(s): " + ", ".join(sorted(members)[:5]),
                 operation=operation,
             )
 
@@ -1071,9 +1054,7 @@ class KafkaOffsets:
             return False
         self._ensure_inactive(group, operation)
         admin = self._admin_client()
-        futures = self._call(
-            operation, lambda: admin.delete_consumer_groups([group], request_timeout=self.timeout_s)
-        )
+        futures = self._call(operation, lambda: admin.delete_consumer_groups([group], request_timeout=self.timeout_s))
         try:
             futures[group].result(timeout=self.timeout_s + 5)
         except KafkaException as exc:
@@ -1117,9 +1098,7 @@ class KafkaOffsets:
         admin = self._admin_client()
         futures = self._call(
             operation,
-            lambda: admin.delete_topics(
-                [topic], operation_timeout=self.timeout_s, request_timeout=self.timeout_s
-            ),
+            lambda: admin.delete_topics([topic], operation_timeout=self.timeout_s, request_timeout=self.timeout_s),
         )
         try:
             self._result(futures[topic], operation)
@@ -1145,9 +1124,7 @@ class KafkaOffsets:
         admin = self._admin_client()
         futures = self._call(
             operation,
-            lambda: admin.delete_records(
-                targets, operation_timeout=self.timeout_s, request_timeout=self.timeout_s
-            ),
+            lambda: admin.delete_records(targets, operation_timeout=self.timeout_s, request_timeout=self.timeout_s),
         )
         for tp, future in futures.items():
             deleted = self._result(future, operation, f"partition {tp.partition}")

@@ -94,9 +94,7 @@ class KubeClient:
 
     async def secret_value(self, namespace: str, name: str, key: str) -> str:
         """One decoded Secret value. Errors name the Secret and key, never the data."""
-        secret = await self._call(
-            self._core.read_namespaced_secret, name, namespace, what=f"Secret {namespace}/{name}"
-        )
+        secret = await self._call(self._core.read_namespaced_secret, name, namespace, what=f"Secret {namespace}/{name}")
         data = secret.data or {}
         if key not in data:
             raise SecretKeyMissing(f"Secret {namespace}/{name} has no key {key!r}")
@@ -170,9 +168,7 @@ class KubeClient:
             await asyncio.to_thread(self._core.create_namespaced_config_map, namespace, body)
         except ApiException as exc:
             if exc.status != 409:
-                raise KubeUnavailable(
-                    f"ConfigMap {namespace}/{name}: API answered {exc.status} {exc.reason}"
-                ) from None
+                raise KubeUnavailable(f"ConfigMap {namespace}/{name}: API answered {exc.status} {exc.reason}") from None
             await self._call(
                 self._core.replace_namespaced_config_map,
                 name,

@@ -25,9 +25,7 @@ class CamelModel(BaseModel):
     of a silent drop, so a typo in a spec shows up as ``Valid=False`` rather than being ignored.
     """
 
-    model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, extra="forbid", use_enum_values=True
-    )
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", use_enum_values=True)
 
 
 class StatusModel(BaseModel):
@@ -92,9 +90,7 @@ def set_condition(
     now: str | None = None,
 ) -> list[Condition]:
     """Return ``conditions`` with ``type_`` set, keeping lastTransitionTime unless status flips."""
-    status_text: Literal["True", "False", "Unknown"] = (
-        "Unknown" if status is None else ("True" if status else "False")
-    )
+    status_text: Literal["True", "False", "Unknown"] = "Unknown" if status is None else ("True" if status else "False")
     out: list[Condition] = []
     found = False
     for cond in conditions:

@@ -23,9 +23,7 @@ class RestTls(CamelModel):
     ca_secret_ref: SecretKeyRef | None = Field(
         default=None, description="PEM CA bundle used to verify the worker's certificate."
     )
-    insecure_skip_verify: bool = Field(
-        default=False, description="Skip certificate verification (tests only)."
-    )
+    insecure_skip_verify: bool = Field(default=False, description="Skip certificate verification (tests only).")
 
 
 class KafkaAccess(CamelModel):
@@ -65,15 +63,9 @@ class ConnectClusterSpec(CamelModel):
     ]
     basic_auth: BasicAuth | None = Field(default=None, description="Optional basic auth.")
     tls: RestTls | None = Field(default=None, description="Optional TLS settings.")
-    kafka: KafkaAccess | None = Field(
-        default=None, description="Kafka access, needed for tombstone resets and checks."
-    )
-    topics: ConnectTopics = Field(
-        default_factory=ConnectTopics, description="Connect's internal topic names."
-    )
-    request_timeout_seconds: float = Field(
-        default=30.0, gt=0, le=600, description="Timeout of one REST call."
-    )
+    kafka: KafkaAccess | None = Field(default=None, description="Kafka access, needed for tombstone resets and checks.")
+    topics: ConnectTopics = Field(default_factory=ConnectTopics, description="Connect's internal topic names.")
+    request_timeout_seconds: float = Field(default=30.0, gt=0, le=600, description="Timeout of one REST call.")
 
 
 class Capabilities(StatusModel):

@@ -134,19 +134,13 @@ class ConnectorSpec(CamelModel):
         default_factory=dict,
         description="Configuration values read from Secrets (any key, overrides included).",
     )
-    producer_overrides: ProducerOverrides | None = Field(
-        default=None, description="Rendered as producer.override.*"
-    )
+    producer_overrides: ProducerOverrides | None = Field(default=None, description="Rendered as producer.override.*")
     consumer_overrides: dict[str, ConfigValue] = Field(
         default_factory=dict, description="Rendered as consumer.override.*"
     )
-    admin_overrides: dict[str, ConfigValue] = Field(
-        default_factory=dict, description="Rendered as admin.override.*"
-    )
+    admin_overrides: dict[str, ConfigValue] = Field(default_factory=dict, description="Rendered as admin.override.*")
     state: DesiredState = Field(default=DesiredState.RUNNING, description="running|paused|stopped")
-    auto_restart: AutoRestart = Field(
-        default_factory=AutoRestart, description="Failed connector/task restarts."
-    )
+    auto_restart: AutoRestart = Field(default_factory=AutoRestart, description="Failed connector/task restarts.")
 
     @field_validator("connector_name")
     @classmethod
@@ -163,9 +157,7 @@ class ConnectorSpec(CamelModel):
             raise ValueError(f"config keys {owned} are set by spec fields (connectorName/class/tasksMax)")
         prefixed = sorted(k for k in config if any(k.startswith(p) for p in OVERRIDE_PREFIXES.values()))
         if prefixed:
-            raise ValueError(
-                f"config keys {prefixed} belong in producerOverrides/consumerOverrides/adminOverrides"
-            )
+            raise ValueError(f"config keys {prefixed} belong in producerOverrides/consumerOverrides/adminOverrides")
         return config
 
     @model_validator(mode="after")

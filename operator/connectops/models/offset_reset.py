@@ -122,9 +122,7 @@ class OffsetResetSpec(CamelModel):
     offsets: list[OffsetEntry] = Field(
         default_factory=list, description="For alter: the partitions and their new offsets."
     )
-    timestamp: str | None = Field(
-        default=None, description="For toTimestamp: RFC 3339 time or epoch milliseconds."
-    )
+    timestamp: str | None = Field(default=None, description="For toTimestamp: RFC 3339 time or epoch milliseconds.")
     topics: list[str] = Field(
         default_factory=list,
         description="For sink toEarliest/toLatest/toTimestamp: limit to these topics.",
@@ -186,17 +184,13 @@ class BackupStatus(StatusModel):
 
 
 class OffsetResetStatus(StatusModel):
-    phase: str | None = Field(
-        default=None, description="Pending, Planned (dry run), Running, Succeeded or Failed."
-    )
+    phase: str | None = Field(default=None, description="Pending, Planned (dry run), Running, Succeeded or Failed.")
     observed_generation: int | None = Field(default=None, description="Generation acted upon.")
     spec_hash: str | None = Field(default=None, description="Hash of the spec that was executed.")
     strategy: str | None = Field(default=None, description="rest or tombstone, as resolved.")
     connector_kind: str | None = Field(default=None, description="source, sink or mirror kinds.")
     connectors: list[str] = Field(default_factory=list, description="Connectors reset.")
-    previous_states: dict[str, str] = Field(
-        default_factory=dict, description="Connector states before the reset."
-    )
+    previous_states: dict[str, str] = Field(default_factory=dict, description="Connector states before the reset.")
     steps: list[StepStatus] = Field(default_factory=list, description="The step machine.")
     current_step: str | None = Field(default=None, description="The step in progress.")
     plan: dict[str, Any] | None = Field(default=None, description="What was (or would be) done.")

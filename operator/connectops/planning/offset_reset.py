@@ -35,9 +35,7 @@ class ConnectorKind(StrEnum):
     MIRROR_HEARTBEAT = "mirror-heartbeat"
 
 
-MIRROR_KINDS = frozenset(
-    {ConnectorKind.MIRROR_SOURCE, ConnectorKind.MIRROR_CHECKPOINT, ConnectorKind.MIRROR_HEARTBEAT}
-)
+MIRROR_KINDS = frozenset({ConnectorKind.MIRROR_SOURCE, ConnectorKind.MIRROR_CHECKPOINT, ConnectorKind.MIRROR_HEARTBEAT})
 
 
 class Step(StrEnum):
@@ -244,9 +242,7 @@ def plan_reset(
                 raise PlanError(f"{target.name}: " + "; ".join(problems))
         if strategy is ResetStrategy.TOMBSTONE:
             for target in connectors:
-                if target.kind is ConnectorKind.SINK and any(
-                    e.offset is None for e in entries.get(target.name, [])
-                ):
+                if target.kind is ConnectorKind.SINK and any(e.offset is None for e in entries.get(target.name, [])):
                     raise PlanError(
                         "with strategy tombstone a sink's single partition offset cannot be "
                         "removed (the admin API alters group offsets; it has no per-partition "
@@ -305,8 +301,7 @@ def _route_entries(
         kind = entry_kind(entry)
         if kind is None or kind not in by_kind:
             raise PlanError(
-                f"offsets[{i}]: partition {sorted(entry.partition)} matches none of "
-                f"{sorted(str(k) for k in by_kind)}"
+                f"offsets[{i}]: partition {sorted(entry.partition)} matches none of {sorted(str(k) for k in by_kind)}"
             )
         routed.setdefault(by_kind[kind], []).append(entry)
     return routed

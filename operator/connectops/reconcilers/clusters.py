@@ -60,9 +60,7 @@ class ClusterRegistry:
         secrets: list[str] = []
         auth: tuple[str, str] | None = None
         if spec.basic_auth:
-            user = await self._kube.secret_value(
-                namespace, spec.basic_auth.secret_name, spec.basic_auth.username_key
-            )
+            user = await self._kube.secret_value(namespace, spec.basic_auth.secret_name, spec.basic_auth.username_key)
             password = await self._kube.secret_value(
                 namespace, spec.basic_auth.secret_name, spec.basic_auth.password_key
             )

@@ -47,8 +47,6 @@ class ConnectClusterReconciler:
             status["workerVersion"] = version
             status["kafkaClusterId"] = info.kafka_cluster_id
             status["capabilities"] = caps.model_dump(by_alias=True)
-            conditions.set(
-                "Ready", True, "Reachable", f"Kafka Connect {version} answered", event_on_change=True
-            )
+            conditions.set("Ready", True, "Reachable", f"Kafka Connect {version} answered", event_on_change=True)
         status["conditions"] = conditions.dump()
         return outcome

@@ -118,9 +118,7 @@ class ConnectorReconciler:
             conditions.set("Valid", False, "InvalidSpec", str(exc), event_on_change=True, warning=True)
             conditions.set("Ready", False, "InvalidSpec", "spec is invalid; nothing was applied")
         except (KubeObjectMissing, SecretKeyMissing) as exc:
-            conditions.set(
-                "Ready", False, "ReferenceNotFound", redactor(str(exc)), event_on_change=True, warning=True
-            )
+            conditions.set("Ready", False, "ReferenceNotFound", redactor(str(exc)), event_on_change=True, warning=True)
             outcome.error = exc
         except ConnectError as exc:
             message = redactor(str(exc))
@@ -180,9 +178,7 @@ class ConnectorReconciler:
             now=time.time(),
         )
         if plan.unsupported:
-            conditions.set(
-                "Valid", False, "Unsupported", plan.unsupported, event_on_change=True, warning=True
-            )
+            conditions.set("Valid", False, "Unsupported", plan.unsupported, event_on_change=True, warning=True)
             conditions.set("Ready", False, "Unsupported", plan.unsupported)
             self._report(status, state, book_raw)
             return
@@ -194,9 +190,7 @@ class ConnectorReconciler:
                 f"{plan.blocked_reason} holds this connector; changes wait until it finishes",
                 event_on_change=True,
             )
-            conditions.set(
-                "Ready", False, "OffsetResetInProgress", f"offset reset {plan.blocked_reason} in progress"
-            )
+            conditions.set("Ready", False, "OffsetResetInProgress", f"offset reset {plan.blocked_reason} in progress")
             self._report(status, state, book_raw)
             return
 
@@ -261,8 +255,7 @@ class ConnectorReconciler:
                 "Ready",
                 False,
                 "RestartLimitReached",
-                f"gave up after {book.count} automatic restarts; restart manually or "
-                "raise autoRestart.maxRestarts",
+                f"gave up after {book.count} automatic restarts; restart manually or raise autoRestart.maxRestarts",
                 event_on_change=True,
                 warning=True,
             )
@@ -289,9 +282,7 @@ class ConnectorReconciler:
         for task in action.failed_tasks:
             await client.restart_task(connector, task)
 
-    async def _settle(
-        self, client: ConnectClient, connector: str, spec: ConnectorSpec
-    ) -> ConnectorState | None:
+    async def _settle(self, client: ConnectClient, connector: str, spec: ConnectorSpec) -> ConnectorState | None:
         """Poll briefly until Connect reports the desired state, so Ready is right on the first
         status write instead of one resync later. Bounded: the timer catches slow workers."""
         deadline = time.monotonic() + self._settings.settle_seconds

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import gzip
 import hashlib
 import json
@@ -302,9 +303,7 @@ class OffsetResetExecutor:
             )
         else:
             run.status["phase"] = "Succeeded"
-            conditions.set(
-                "Succeeded", True, "Completed", f"offset {run.spec.action} completed", event_on_change=True
-            )
+            conditions.set("Succeeded", True, "Completed", f"offset {run.spec.action} completed", event_on_change=True)
         run.status["currentStep"] = None
         run.status["conditions"] = conditions.dump()
         await self._save(run.namespace, run.name, run.status)
@@ -335,10 +334,8 @@ class OffsetResetExecutor:
                     "connector(s) may still be STOPPED"
                 )
         else:
-            try:
+            with contextlib.suppress(KubeError):
                 await self._unlock(run)
-            except KubeError:
-                pass
         conditions = Conditions(run.status.get("conditions"), run.generation, run.emit)
         conditions.set(
             "Succeeded",
@@ -359,9 +356,7 @@ class OffsetResetExecutor:
     async def _lock(self, run: Run) -> str:
         owner = {"apiVersion": f"{GROUP}/v1alpha1", "kind": "OffsetReset", "name": run.name, "uid": run.uid}
         for connector in run.status["connectors"]:
-            await self._kube.acquire_lock(
-                run.namespace, run.cluster.name, connector, self._holder(run), owner
-            )
+            await self._kube.acquire_lock(run.namespace, run.cluster.name, connector, self._holder(run), owner)
         return f"locked {', '.join(run.status['connectors'])}"
 
     async def _unlock(self, run: Run) -> str:
@@ -427,9 +422,7 @@ class OffsetResetExecutor:
         except ConnectNotFound:
             return []
 
-    async def _sink_target_offsets(
-        self, run: Run, targets: list[TargetConnector]
-    ) -> dict[str, list[dict[str, Any]]]:
+    async def _sink_target_offsets(self, run: Run, targets: list[TargetConnector]) -> dict[str, list[dict[str, Any]]]:
         """toEarliest / toLatest / toTimestamp: ListOffsets on the sink's topics, as PATCH entries."""
         if run.kafka is None:
             raise PlanError(f"action {run.spec.action} needs spec.kafka on the ConnectCluster (ListOffsets)")
@@ -531,9 +524,7 @@ class OffsetResetExecutor:
                 pending.pop(0)
                 continue
             if time.monotonic() > deadline:
-                raise NotReadyYet(
-                    f"{pending[0]} did not reach STOPPED with no tasks in {self._stop_timeout:.0f}s"
-                )
+                raise NotReadyYet(f"{pending[0]} did not reach STOPPED with no tasks in {self._stop_timeout:.0f}s")
             await asyncio.sleep(0.5)
         return f"stopped {', '.join(run.status['connectors'])} (STOPPED, no tasks)"
 
@@ -553,9 +544,7 @@ class OffsetResetExecutor:
             done.append(connector)
         return f"{action} applied to {', '.join(done) or 'nothing'} ({run.plan['strategy']})"
 
-    async def _reset_rest(
-        self, run: Run, connector: str, action: ResetAction, entries: list[dict[str, Any]]
-    ) -> None:
+    async def _reset_rest(self, run: Run, connector: str, action: ResetAction, entries: list[dict[str, Any]]) -> None:
         client = run.cluster.client
         before = await client.get_offsets(connector)
         if action is ResetAction.RESET:
@@ -573,9 +562,7 @@ class OffsetResetExecutor:
         once, and the comparison would mean nothing). Connect may lag its topic briefly."""
         deadline = time.monotonic() + 30
         while True:
-            actual = [
-                e for e in await run.cluster.client.get_offsets(connector) if e.get("offset") is not None
-            ]
+            actual = [e for e in await run.cluster.client.get_offsets(connector) if e.get("offset") is not None]
             problems = diff_offsets(expected, actual)
             if not problems:
                 return
@@ -625,11 +612,7 @@ class OffsetResetExecutor:
                     "strategy tombstone can only alter existing partitions (Connect's key bytes "
                     "cannot be reproduced safely); use strategy rest"
                 )
-            value = (
-                None
-                if entry["offset"] is None
-                else json.dumps(entry["offset"], separators=(",", ":")).encode()
-            )
+            value = None if entry["offset"] is None else json.dumps(entry["offset"], separators=(",", ":")).encode()
             rewritten.append(
                 OffsetRecord(
                     topic=rec.topic,
@@ -696,9 +679,7 @@ class OffsetResetExecutor:
         elif run.kafka is not None:
             kafka = run.kafka
         else:
-            raise StepFailed(
-                f"no Kafka access for the {run.plan['offsetSyncsCluster']} cluster holding {topic}"
-            )
+            raise StepFailed(f"no Kafka access for the {run.plan['offsetSyncsCluster']} cluster holding {topic}")
         if OffsetSyncsCleanup(mm2.offset_syncs) is OffsetSyncsCleanup.DELETE:
             await asyncio.to_thread(kafka.delete_topic, topic)
             return f"deleted offset-syncs topic {topic}"
@@ -730,16 +711,12 @@ class OffsetResetExecutor:
                 ok = (
                     state is not None
                     and state.state == want
-                    and (
-                        want != "RUNNING" or (state.tasks and all(t.state == "RUNNING" for t in state.tasks))
-                    )
+                    and (want != "RUNNING" or (state.tasks and all(t.state == "RUNNING" for t in state.tasks)))
                 )
                 if ok:
                     break
                 if time.monotonic() > deadline:
-                    raise NotReadyYet(
-                        f"{connector} is {state.state if state else 'missing'}, expected {want}"
-                    )
+                    raise NotReadyYet(f"{connector} is {state.state if state else 'missing'}, expected {want}")
                 await asyncio.sleep(0.5)
         return "connector(s) in their resumed state"
 

@@ -103,9 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     warmup_s = time.perf_counter() - t0
 
     rows: list[dict[str, Any]] = []
-    header = (
-        f"{'partitions':>10} {'rows':>10} {'spark s':>9} {'pandas s':>9} {'spark/pandas':>13} {'agree':>6}"
-    )
+    header = f"{'partitions':>10} {'rows':>10} {'spark s':>9} {'pandas s':>9} {'spark/pandas':>13} {'agree':>6}"
     print(header)
     print("-" * len(header))
     for size in sizes:

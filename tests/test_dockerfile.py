@@ -311,9 +311,7 @@ def test_operator_image_build_replayed_in_a_fresh_venv(dockerfile: Dockerfile, t
     [wheel_run] = builder.all("RUN")
     assert "pip wheel" in wheel_run.args
     assert "--no-deps" in wheel_run.args
-    command = wheel_run.args.replace("/wheels", str(wheels)).replace(
-        "pip wheel", f"{sys.executable} -m pip wheel"
-    )
+    command = wheel_run.args.replace("/wheels", str(wheels)).replace("pip wheel", f"{sys.executable} -m pip wheel")
     subprocess.run(command, shell=True, cwd=src, check=True, capture_output=True)
     assert len(list(wheels.glob("connectops-*.whl"))) == 1
 

@@ -65,9 +65,7 @@ def parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="librdkafka setting for the admin client (repeatable)",
     )
-    src.add_argument(
-        "--source-bootstrap", help="MirrorMaker 2 source cluster (default: from the connector config)"
-    )
+    src.add_argument("--source-bootstrap", help="MirrorMaker 2 source cluster (default: from the connector config)")
     src.add_argument(
         "--source-client-config",
         type=_key_value,
@@ -87,9 +85,7 @@ def parser() -> argparse.ArgumentParser:
     th = p.add_argument_group("thresholds")
     d = Settings()
     th.add_argument("--max-lag", type=int, default=d.max_lag, help=f"total lag limit (default {d.max_lag})")
-    th.add_argument(
-        "--max-skew", type=float, default=d.max_skew, help=f"max/mean traffic (default {d.max_skew})"
-    )
+    th.add_argument("--max-skew", type=float, default=d.max_skew, help=f"max/mean traffic (default {d.max_skew})")
     th.add_argument("--max-gini", type=float, default=d.max_gini, help=f"traffic Gini (default {d.max_gini})")
     th.add_argument(
         "--assignment-threshold",
@@ -103,12 +99,8 @@ def parser() -> argparse.ArgumentParser:
         default=d.min_traffic,
         help=f"records a topic needs in the window before its balance is judged (default {d.min_traffic})",
     )
-    th.add_argument(
-        "--window", type=int, default=d.window, help=f"Burrow window in samples (default {d.window})"
-    )
-    th.add_argument(
-        "--top-n", type=int, default=d.top_n, help=f"partitions listed per list (default {d.top_n})"
-    )
+    th.add_argument("--window", type=int, default=d.window, help=f"Burrow window in samples (default {d.window})")
+    th.add_argument("--top-n", type=int, default=d.top_n, help=f"partitions listed per list (default {d.top_n})")
     out = p.add_argument_group("spark and output")
     out.add_argument(
         "--master",

@@ -227,11 +227,7 @@ class _Kafka:
     def topic_partitions(self) -> dict[str, list[int]]:
         """Every topic on the cluster and its partition numbers (one metadata request)."""
         metadata = self.admin.list_topics(timeout=REQUEST_TIMEOUT_S)
-        return {
-            name: sorted(meta.partitions)
-            for name, meta in sorted(metadata.topics.items())
-            if meta.error is None
-        }
+        return {name: sorted(meta.partitions) for name, meta in sorted(metadata.topics.items()) if meta.error is None}
 
     def list_offsets(
         self, partitions: list[TopicPartition], spec: OffsetSpec, call: str
@@ -268,9 +264,7 @@ class _Kafka:
         found = self.list_offsets(partitions, spec, call)
         return None if found is None else {tp: a.offset for tp, a in found.items()}
 
-    def committed(
-        self, group: str, partitions: list[TopicPartition]
-    ) -> dict[TopicPartition, int | None] | None:
+    def committed(self, group: str, partitions: list[TopicPartition]) -> dict[TopicPartition, int | None] | None:
         request = [GroupPartitions(group, [KafkaTopicPartition(tp.topic, tp.partition) for tp in partitions])]
         try:
             result = self.admin.list_consumer_group_offsets(request, request_timeout=REQUEST_TIMEOUT_S)[group]
@@ -347,9 +341,7 @@ def collect_snapshot(
             tasks=info.tasks,
         )
         if info.kind is ConnectorKind.SINK:
-            _collect_sink(
-                snapshot, info, bootstrap, client_config, samples, interval_s, window_start_ms, sleep
-            )
+            _collect_sink(snapshot, info, bootstrap, client_config, samples, interval_s, window_start_ms, sleep)
         elif info.kind is ConnectorKind.MIRROR_SOURCE:
             _collect_mirror(
                 snapshot,
@@ -465,9 +457,7 @@ def _collect_mirror(
             member_id=f"{info.name}-{i}",
             client_id=f"{info.name}-{i}",
             task_id=int(t.get("id", {}).get("task", i)),
-            assignment=parse_assigned_partitions(
-                str(t.get("config", {}).get("task.assigned.partitions", ""))
-            ),
+            assignment=parse_assigned_partitions(str(t.get("config", {}).get("task.assigned.partitions", ""))),
         )
         for i, t in enumerate(rest.task_configs(info.name))
     ]
@@ -496,9 +486,7 @@ def _collect_mirror(
             Sample(
                 ts_ms=ts,
                 partitions=[
-                    PartitionSample(
-                        tp.topic, tp.partition, ends[tp], stored=stored.get(tp), log_start=starts.get(tp)
-                    )
+                    PartitionSample(tp.topic, tp.partition, ends[tp], stored=stored.get(tp), log_start=starts.get(tp))
                     for tp in partitions
                     if tp in ends
                 ],
@@ -532,20 +520,14 @@ def _window_start(
     if snapshot.window_start_ms >= first:
         return
     start = snapshot.window_start_ms
-    found = kafka.list_offsets(
-        partitions, OffsetSpec.for_timestamp(start), f"list_offsets(timestamp={start})"
-    )
+    found = kafka.list_offsets(partitions, OffsetSpec.for_timestamp(start), f"list_offsets(timestamp={start})")
     if found is None:
-        snapshot.notes.append(
-            "traffic window falls back to the first sample: offsets by timestamp unavailable"
-        )
+        snapshot.notes.append("traffic window falls back to the first sample: offsets by timestamp unavailable")
         snapshot.window_start_ms = first
         return
     last = {(p.topic, p.partition): p.log_end for p in snapshot.samples[-1].partitions}
     snapshot.window_start_offsets = [
-        WindowStartOffset(
-            tp.topic, tp.partition, a.offset if a.offset >= 0 and a.timestamp >= 0 else last[key]
-        )
+        WindowStartOffset(tp.topic, tp.partition, a.offset if a.offset >= 0 and a.timestamp >= 0 else last[key])
         for tp, a in sorted(found.items())
         if (key := (tp.topic, tp.partition)) in last
     ]

@@ -107,9 +107,7 @@ def live_owners(assignments: DataFrame, members: DataFrame) -> DataFrame:
     )
 
 
-def partition_table(
-    lagged: DataFrame, owners: DataFrame, n_samples: int, window: int, now_ms: int
-) -> DataFrame:
+def partition_table(lagged: DataFrame, owners: DataFrame, n_samples: int, window: int, now_ms: int) -> DataFrame:
     """One row per partition: current lag, basis, Burrow status, completeness, traffic, owned.
 
     A single window pass over the full history and a single aggregation: the run-start
@@ -266,9 +264,7 @@ def _collect(
     stats = [_traffic(r) for r in traffic_stats(parts).collect()]
     members: list[MemberLoad] = []
     if tables.owners_known:
-        loads = member_loads(frames["assignments"], frames["members"]).orderBy(
-            F.desc("partitions"), "member_id"
-        )
+        loads = member_loads(frames["assignments"], frames["members"]).orderBy(F.desc("partitions"), "member_id")
         members = [
             MemberLoad(
                 member_id=r["member_id"],

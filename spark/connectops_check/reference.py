@@ -63,9 +63,7 @@ def partition_table(
     df["run_start"] = df["ts_ms"].where(changed).groupby([df["topic"], df["partition"]]).ffill()
     df["entry"] = (df["sample_idx"] >= max(n_samples - window, 0)) & pos.notna()
 
-    last = (
-        by_tp.nth(-1).set_index(TP)[["lag", "basis", "log_end"]].rename(columns={"log_end": "last_log_end"})
-    )
+    last = by_tp.nth(-1).set_index(TP)[["lag", "basis", "log_end"]].rename(columns={"log_end": "last_log_end"})
     first = by_tp.nth(0).set_index(TP)[["log_end"]].rename(columns={"log_end": "first_log_end"})
     ws = by_tp["ws_offset"].max()
 
@@ -165,24 +163,18 @@ def compute(tables: Tables, window: int = 10, top_n: int = 20) -> MetricResults:
     assignments = to_pandas(tables.assignments)
     members = to_pandas(tables.members)
     lagged = with_lag(samples, to_pandas(tables.window_start))
-    parts = partition_table(
-        lagged, live_owners(assignments, members), tables.n_samples, window, tables.now_ms
-    )
+    parts = partition_table(lagged, live_owners(assignments, members), tables.n_samples, window, tables.now_ms)
     series = lagged.groupby(["sample_idx", "ts_ms"], as_index=False)["lag"].sum().sort_values("sample_idx")
     top_lag = parts.sort_values(["lag", "topic", "partition"], ascending=[False, True, True]).head(top_n)
-    bad = parts[parts["status"] != PartitionStatus.OK.value].assign(
-        severity=lambda d: d["status"].map(SEVERITY)
+    bad = parts[parts["status"] != PartitionStatus.OK.value].assign(severity=lambda d: d["status"].map(SEVERITY))
+    non_ok = bad.sort_values(["severity", "lag", "topic", "partition"], ascending=[False, False, True, True]).head(
+        top_n
     )
-    non_ok = bad.sort_values(
-        ["severity", "lag", "topic", "partition"], ascending=[False, False, True, True]
-    ).head(top_n)
     stats = [_traffic(r) for r in traffic_stats(parts).to_dict("records")]
     members_out: list[MemberLoad] = []
     unassigned: int | None = None
     if tables.owners_known:
-        loads = member_loads(assignments, members).sort_values(
-            ["partitions", "member_id"], ascending=[False, True]
-        )
+        loads = member_loads(assignments, members).sort_values(["partitions", "member_id"], ascending=[False, True])
         members_out = [
             MemberLoad(
                 member_id=str(r["member_id"]),

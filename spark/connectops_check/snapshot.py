@@ -135,15 +135,13 @@ class Snapshot:
             "connector_class": self.connector_class,
             "connector_state": self.connector_state,
             "tasks": [
-                {"task_id": t.task_id, "worker_id": t.worker_id, "state": t.state, "trace": t.trace}
-                for t in self.tasks
+                {"task_id": t.task_id, "worker_id": t.worker_id, "state": t.state, "trace": t.trace} for t in self.tasks
             ],
             "samples": [
                 {
                     "ts_ms": s.ts_ms,
                     "partitions": [
-                        [p.topic, p.partition, p.log_end, p.committed, p.stored, p.log_start]
-                        for p in s.partitions
+                        [p.topic, p.partition, p.log_end, p.committed, p.stored, p.log_start] for p in s.partitions
                     ],
                 }
                 for s in self.samples

@@ -62,9 +62,7 @@ def random_snapshot(
     start = (log_end[:, 0] - lag0).astype(np.float64)
     step = np.arange(samples, dtype=np.float64)[None, :]
     # caught_up: 0-2 records behind, exactly 0 about half of the time
-    pos[:] = log_end - rng.integers(0, 3, size=(partitions, samples)) * (
-        rng.random((partitions, samples)) < 0.5
-    )
+    pos[:] = log_end - rng.integers(0, 3, size=(partitions, samples)) * (rng.random((partitions, samples)) < 0.5)
     b = behaviour[:, None]
     pos = np.where(b == 1, np.minimum(start[:, None] + step * (rate[:, None] * 3 + 50), log_end), pos)
     pos = np.where(b == 2, start[:, None] + step * (rate[:, None] // 3), pos)
@@ -93,9 +91,7 @@ def random_snapshot(
             if mirror:
                 stored = None if value is None else value - 1
                 parts.append(
-                    PartitionSample(
-                        topic_names[i], number_list[i], ends[i], stored=stored, log_start=log_start_list[i]
-                    )
+                    PartitionSample(topic_names[i], number_list[i], ends[i], stored=stored, log_start=log_start_list[i])
                 )
             else:
                 parts.append(
@@ -108,8 +104,7 @@ def random_snapshot(
     has_ws = rng.random(partitions) < 0.8
     ws_offset = log_end[:, 0] - growth[:, 0]
     window_start = [
-        WindowStartOffset(topic_names[i], number_list[i], int(ws_offset[i]))
-        for i in np.flatnonzero(has_ws).tolist()
+        WindowStartOffset(topic_names[i], number_list[i], int(ws_offset[i])) for i in np.flatnonzero(has_ws).tolist()
     ]
 
     n_members = members if members is not None else max(1, partitions // 50)

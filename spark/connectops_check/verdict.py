@@ -233,9 +233,7 @@ def _lag_block(results: MetricResults, settings: Settings, reasons: _Reasons) ->
             f"lag never decreased over the window on {counts.get('WARN', 0)} partitions",
         )
     if results.total_lag > settings.max_lag:
-        reasons.add(
-            "DEGRADED", "LAG_ABOVE_MAX", f"total lag {results.total_lag} exceeds maxLag {settings.max_lag}"
-        )
+        reasons.add("DEGRADED", "LAG_ABOVE_MAX", f"total lag {results.total_lag} exceeds maxLag {settings.max_lag}")
     uncommitted = sum(v for k, v in results.basis_counts.items() if k != "committed")
     if uncommitted:
         reasons.add(
@@ -260,9 +258,7 @@ def _lag_block(results: MetricResults, settings: Settings, reasons: _Reasons) ->
     }
 
 
-def _balance_block(
-    snapshot: Snapshot, results: MetricResults, settings: Settings, reasons: _Reasons
-) -> dict[str, Any]:
+def _balance_block(snapshot: Snapshot, results: MetricResults, settings: Settings, reasons: _Reasons) -> dict[str, Any]:
     topics = [_topic(t, settings) for t in results.traffic_topics]
     for t in topics:
         if not t["evaluated"]:
@@ -285,14 +281,11 @@ def _balance_block(
         reasons.add(
             "INFO",
             "LOW_TRAFFIC",
-            f"balance not judged for {len(quiet)} topics with fewer than {settings.min_traffic} records "
-            "in the window",
+            f"balance not judged for {len(quiet)} topics with fewer than {settings.min_traffic} records in the window",
         )
     assignment: dict[str, Any] | None = None
     if snapshot.members is None:
-        reasons.add(
-            "INFO", "OWNERSHIP_UNKNOWN", "which member holds which partition is unknown; see collection notes"
-        )
+        reasons.add("INFO", "OWNERSHIP_UNKNOWN", "which member holds which partition is unknown; see collection notes")
     else:
         assignment = assignment_balance(results.members, settings.assignment_threshold)
         assignment["unassignedPartitions"] = results.unassigned_partitions

@@ -51,8 +51,7 @@ FaultKind = Literal["status", "delay", "drop", "timeout"]
 
 #: Kafka Connect's answer while a rebalance or a concurrent config change is in progress.
 STALE_CONFIG_MESSAGE: Final = (
-    "Cannot complete request momentarily due to stale configuration "
-    "(typically caused by a concurrent config change)"
+    "Cannot complete request momentarily due to stale configuration (typically caused by a concurrent config change)"
 )
 
 # RFC 9110 section 7.6.1 plus the de-facto ones: never forwarded by a proxy.
@@ -136,9 +135,7 @@ class FaultRule:
     def status(cls, status_code: int, message: str | None = None, **kwargs: Any) -> FaultRule:
         """Answer ``status_code`` with Connect's error body ``{"error_code", "message"}``."""
         text = message if message is not None else _REASONS.get(status_code, "injected fault")
-        return cls(
-            "status", status_code=status_code, body={"error_code": status_code, "message": text}, **kwargs
-        )
+        return cls("status", status_code=status_code, body={"error_code": status_code, "message": text}, **kwargs)
 
     @classmethod
     def stale_config(cls, **kwargs: Any) -> FaultRule:
@@ -381,9 +378,7 @@ class FaultProxy:
                     request = await _read_request(reader)
                 except _BadRequestError as exc:
                     body = json.dumps({"error_code": 400, "message": f"fault proxy: {exc}"}).encode()
-                    await _write_response(
-                        writer, _Response(400, [("Content-Type", "application/json")], body)
-                    )
+                    await _write_response(writer, _Response(400, [("Content-Type", "application/json")], body))
                     return
                 if request is None:  # the client closed the connection between requests
                     return

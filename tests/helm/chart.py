@@ -89,8 +89,6 @@ def apply(api_client: client.ApiClient, objects: Iterable[Obj], *, dry_run: bool
         if dry_run:
             kwargs["dry_run"] = "All"
         namespace = obj["metadata"].get("namespace") if resource.namespaced else None
-        answer = resource.server_side_apply(
-            body=obj, name=obj["metadata"]["name"], namespace=namespace, **kwargs
-        )
+        answer = resource.server_side_apply(body=obj, name=obj["metadata"]["name"], namespace=namespace, **kwargs)
         answers.append(answer.to_dict())
     return answers

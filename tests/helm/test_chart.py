@@ -165,9 +165,7 @@ def test_schema_documents_every_value_with_its_default() -> None:
         current: Any = values
         for part in path.split("."):
             current = current[part]
-        assert current == sub["default"], (
-            f"{path}: values.yaml has {current!r}, schema says {sub['default']!r}"
-        )
+        assert current == sub["default"], f"{path}: values.yaml has {current!r}, schema says {sub['default']!r}"
 
     def value_paths(node: Any, prefix: str = "") -> Iterator[str]:
         for key, sub in node.items():
@@ -216,9 +214,7 @@ def test_clusterwide_rules(rendered: dict[str, list[Obj]]) -> None:
         "kind": "ClusterRole",
         "name": role["metadata"]["name"],
     }
-    assert binding["subjects"] == [
-        {"kind": "ServiceAccount", "name": "connectops", "namespace": "connectops"}
-    ]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "connectops", "namespace": "connectops"}]
     peering = rendered["peering"]
     [role] = by_kind(peering, "ClusterRole")
     assert _rule_set(role) == CORE_RULES | {CRD_READS, CLUSTER_PEERING}
@@ -237,9 +233,7 @@ def test_namespaced_rules(rendered: dict[str, list[Obj]], name: str) -> None:
             "connectops",
         )
         assert binding["roleRef"]["name"] == "connectops"
-        assert binding["subjects"] == [
-            {"kind": "ServiceAccount", "name": "connectops", "namespace": "connectops"}
-        ]
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "connectops", "namespace": "connectops"}]
     # Cluster-scoped reads only, in their own small ClusterRole.
     [reads] = by_kind(objects, "ClusterRole")
     assert reads["metadata"]["name"] == "connectops-cluster-reads"
@@ -251,9 +245,7 @@ def test_rules_come_from_one_list(rendered: dict[str, list[Obj]]) -> None:
     """ClusterRole (all namespaces) and Role + cluster reads (namespaced) are the same catalogue."""
     [clusterwide] = by_kind(rendered["peering"], "ClusterRole")
     objects = rendered["namespaced-peering"]
-    role = one(
-        [r for r in by_kind(objects, "Role") if r["metadata"]["namespace"] == "team-a"], "Role", "connectops"
-    )
+    role = one([r for r in by_kind(objects, "Role") if r["metadata"]["namespace"] == "team-a"], "Role", "connectops")
     [reads] = by_kind(objects, "ClusterRole")
     # Only the mode-specific rules differ: which peering kind, and namespaces (kopf lists them only
     # when it is given --namespace).
@@ -389,13 +381,8 @@ def test_probes_env_and_ports(rendered: dict[str, list[Obj]]) -> None:
 def test_metrics_service_is_optional(rendered: dict[str, list[Obj]]) -> None:
     assert not by_kind(rendered["default"], "Service")
     service = one(render({"metrics": {"service": {"enabled": True}}}), "Service")
-    assert service["spec"]["ports"] == [
-        {"name": "metrics", "port": 9090, "targetPort": "metrics", "protocol": "TCP"}
-    ]
-    assert (
-        service["spec"]["selector"]
-        == one(rendered["default"], "Deployment")["spec"]["selector"]["matchLabels"]
-    )
+    assert service["spec"]["ports"] == [{"name": "metrics", "port": 9090, "targetPort": "metrics", "protocol": "TCP"}]
+    assert service["spec"]["selector"] == one(rendered["default"], "Deployment")["spec"]["selector"]["matchLabels"]
 
 
 def test_peering_objects(rendered: dict[str, list[Obj]]) -> None:
@@ -544,9 +531,7 @@ def test_helm_install_upgrade_uninstall(fresh_kube: KubeAPI) -> None:
 
         # 2. Upgrade to peering: kopf's CRDs come in, the peering object is a post-upgrade hook.
         with helm.Config(kubeconfig_path=kubeconfig, namespace="ops") as cfg:
-            result = cfg.upgrade(
-                str(CHART_DIR), "a", {"peering": {"enabled": True}}, namespace="ops", timeout=120
-            )
+            result = cfg.upgrade(str(CHART_DIR), "a", {"peering": {"enabled": True}}, namespace="ops", timeout=120)
             assert result["status"] == "deployed"
         peering: Any = client.CustomObjectsApi(api).get_cluster_custom_object(
             "kopf.dev", "v1", "clusterkopfpeerings", "default"
@@ -559,9 +544,7 @@ def test_helm_install_upgrade_uninstall(fresh_kube: KubeAPI) -> None:
         # 3. A second, namespaced release; kopf's CRDs already belong to the first one.
         values = {**VALUE_SETS["namespaced-peering"], "peering": {"enabled": True, "createCRDs": False}}
         with helm.Config(kubeconfig_path=kubeconfig, namespace="ops-b") as cfg:
-            result = cfg.install(
-                str(CHART_DIR), "b", values, namespace="ops-b", create_namespace=True, timeout=120
-            )
+            result = cfg.install(str(CHART_DIR), "b", values, namespace="ops-b", create_namespace=True, timeout=120)
             assert result["status"] == "deployed"
         sb = "system:serviceaccount:ops-b:b-connectops"
         assert _can(api, sb, "patch", "connectors/status", "team-a", "connectops.io")

@@ -89,9 +89,7 @@ def member(task_id: int | None, *tps: tuple[str, int], name: str | None = None) 
     )
 
 
-def run_engine(
-    engine: str, spark: SparkSession, snap: Snapshot, window: int = 10, top_n: int = 20
-) -> MetricResults:
+def run_engine(engine: str, spark: SparkSession, snap: Snapshot, window: int = 10, top_n: int = 20) -> MetricResults:
     tables = snapshot_tables(snap)
     if engine == "spark":
         return metrics.compute(spark, tables, window=window, top_n=top_n)
@@ -108,7 +106,5 @@ def partition_rows(
         rows = [r.asDict() for r in metrics.partition_frame(spark, tables, window).select(*cols).collect()]
     else:
         frame = reference.partition_frame(tables, window)[cols]
-        rows = [
-            {k: v.item() if hasattr(v, "item") else v for k, v in r.items()} for r in frame.to_dict("records")
-        ]
+        rows = [{k: v.item() if hasattr(v, "item") else v for k, v in r.items()} for r in frame.to_dict("records")]
     return {(str(r["topic"]), int(str(r["partition"]))): r for r in rows}

@@ -172,9 +172,7 @@ class TestLag:
         res = run_engine(engine, spark, snap)
         assert res.basis_counts == {"earliest": 1, "window_start": 1, "offset_zero": 1}
 
-    def test_mirror_lag_is_log_end_minus_stored_plus_one_floored(
-        self, engine: str, spark: SparkSession
-    ) -> None:
+    def test_mirror_lag_is_log_end_minus_stored_plus_one_floored(self, engine: str, spark: SparkSession) -> None:
         hs = [
             History("src", 0, [200, 200], [149, 149]),  # 200 - 150 = 50
             History("src", 1, [200, 200], [190, 199]),  # 200 - 200 = 0 (fully replicated)

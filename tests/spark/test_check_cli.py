@@ -67,9 +67,7 @@ def test_replay_subprocess_generated_snapshot(tmp_path: Path) -> None:
     assert len(doc["lag"]["burrow"]["nonOkPartitions"]) == 20
 
 
-def test_source_connector_exits_zero_without_spark(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_source_connector_exits_zero_without_spark(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "src.json"
     Snapshot(connector="files", kind=ConnectorKind.SOURCE).save(path)
     assert main(["--snapshot", str(path)]) == 0

@@ -40,9 +40,7 @@ def test_unknown_version_and_bad_values_are_rejected(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="version"):
         Snapshot.from_dict({**data, "version": 99})
     with pytest.raises(TypeError):
-        Snapshot.from_dict(
-            {**data, "samples": [{"ts_ms": 1, "partitions": [["t", 0, [1], None, None, None]]}]}
-        )
+        Snapshot.from_dict({**data, "samples": [{"ts_ms": 1, "partitions": [["t", 0, [1], None, None, None]]}]})
     path = tmp_path / "list.json"
     path.write_text("[]")
     with pytest.raises(TypeError):

@@ -107,9 +107,7 @@ class TestVerdict:
 
     def test_low_traffic_is_not_judged(self, spark: SparkSession) -> None:
         hs = [steady("t", 0, 30), *[steady("t", p, 0) for p in (1, 2, 3)]]
-        doc = run_check(
-            snapshot(hs, members=[member(0, ("t", 0), ("t", 1), ("t", 2), ("t", 3))]), Settings(), spark
-        )
+        doc = run_check(snapshot(hs, members=[member(0, ("t", 0), ("t", 1), ("t", 2), ("t", 3))]), Settings(), spark)
         assert doc["verdict"] == "HEALTHY"
         assert "LOW_TRAFFIC" in codes(doc)
         assert run_check(snapshot(hs, members=[]), Settings(min_traffic=10), spark)["verdict"] == "DEGRADED"

@@ -119,9 +119,7 @@ def make_sink(kafka: Any, connect: Any, tmp_path: Path) -> Iterator[Callable[[in
         sink.delete()
 
 
-def test_paused_sink_lag_is_exact_then_zero_after_resume(
-    make_sink: Callable[[int], Sink], spark: SparkSession
-) -> None:
+def test_paused_sink_lag_is_exact_then_zero_after_resume(make_sink: Callable[[int], Sink], spark: SparkSession) -> None:
     sink = make_sink(2)
     sink.produce(0, 3)
     sink.produce(1, 2)
@@ -156,9 +154,7 @@ def test_paused_sink_lag_is_exact_then_zero_after_resume(
     assert doc["verdict"] == "HEALTHY", doc["reasons"]
 
 
-def test_records_keyed_to_one_partition_flag_balance(
-    make_sink: Callable[[int], Sink], spark: SparkSession
-) -> None:
+def test_records_keyed_to_one_partition_flag_balance(make_sink: Callable[[int], Sink], spark: SparkSession) -> None:
     sink = make_sink(4)
     result: dict[str, Snapshot] = {}
     collector = threading.Thread(target=lambda: result.update(snap=sink.snapshot(samples=4, interval_s=2.0)))

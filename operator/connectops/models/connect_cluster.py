@@ -7,6 +7,7 @@ from typing import Annotated
 from pydantic import Field
 
 from connectops.models.base import CamelModel, Condition, SecretKeyRef, StatusModel
+from connectops.models.checks import SparkCheckDefaults
 
 
 class BasicAuth(CamelModel):
@@ -65,6 +66,9 @@ class ConnectClusterSpec(CamelModel):
     tls: RestTls | None = Field(default=None, description="Optional TLS settings.")
     kafka: KafkaAccess | None = Field(default=None, description="Kafka access, needed for tombstone resets and checks.")
     topics: ConnectTopics = Field(default_factory=ConnectTopics, description="Connect's internal topic names.")
+    spark_check: SparkCheckDefaults | None = Field(
+        default=None, description="SparkApplication settings for checks (else the operator's defaults)."
+    )
     request_timeout_seconds: float = Field(default=30.0, gt=0, le=600, description="Timeout of one REST call.")
 
 

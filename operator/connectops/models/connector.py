@@ -14,6 +14,7 @@ from connectops.models.base import (
     SecretValueSource,
     StatusModel,
 )
+from connectops.models.checks import LastCheck
 
 #: Keys the operator renders from dedicated spec fields; accepting them in ``config`` would
 #: give one setting two owners.
@@ -193,4 +194,7 @@ class ConnectorStatus(StatusModel):
     auto_restart: AutoRestartStatus = Field(
         default_factory=AutoRestartStatus, description="Automatic restart bookkeeping."
     )
-    conditions: list[Condition] = Field(default_factory=list, description="Ready, Valid, Synced.")
+    last_check: LastCheck | None = Field(default=None, description="The latest lag and balance check.")
+    conditions: list[Condition] = Field(
+        default_factory=list, description="Ready, Valid, Synced, LagHealthy, PartitionsBalanced."
+    )

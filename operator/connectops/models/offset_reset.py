@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from connectops.models.base import CamelModel, Condition, LocalObjectRef, StatusModel
+from connectops.models.checks import LastCheck
 
 
 class ResetAction(StrEnum):
@@ -196,4 +197,5 @@ class OffsetResetStatus(StatusModel):
     plan: dict[str, Any] | None = Field(default=None, description="What was (or would be) done.")
     backup: BackupStatus | None = Field(default=None, description="Where the old offsets are.")
     history: list[HistoryEntry] = Field(default_factory=list, description="Last events (bounded).")
+    last_check: LastCheck | None = Field(default=None, description="Lag and balance check after the reset.")
     conditions: list[Condition] = Field(default_factory=list, description="Succeeded, Immutable.")

@@ -1,0 +1,57 @@
+"""Lag and partition-balance checks: what to run after a change, and where."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from connectops.models.base import CamelModel, StatusModel
+
+
+class CheckSpec(CamelModel):
+    """A PySpark check (lag, Burrow-style status, partition balance) after every change.
+
+    A failing check never undoes a change: it reports through the LagHealthy and
+    PartitionsBalanced conditions and ``status.lastCheck``.
+    """
+
+    enabled: bool | None = Field(default=None, description="Run checks; unset = the operator's default.")
+    max_lag: int | None = Field(default=None, ge=0, description="Total lag limit (records).")
+    max_skew: float | None = Field(default=None, ge=1, description="Traffic max/mean limit per topic.")
+    max_gini: float | None = Field(default=None, ge=0, le=1, description="Traffic Gini limit per topic.")
+    assignment_threshold: float | None = Field(
+        default=None, ge=1, description="Partitions per member max/mean limit (Cruise Control: 1.10)."
+    )
+    samples: int = Field(default=6, ge=1, le=120, description="Offset samples taken.")
+    interval_seconds: int = Field(default=10, ge=1, le=600, description="Time between samples.")
+    timeout_seconds: int = Field(default=1800, ge=60, description="Give up on a check after this long.")
+
+
+class SparkResources(CamelModel):
+    cores: int = Field(default=1, ge=1, description="CPU cores.")
+    memory: str = Field(default="1g", description="JVM memory, e.g. 1g.")
+    instances: int | None = Field(default=None, ge=1, description="Executors (executor only).")
+
+
+class SparkCheckDefaults(CamelModel):
+    """Where and how the check's SparkApplication runs (kubeflow spark-operator, v1beta2)."""
+
+    image: str | None = Field(default=None, description="Image with the connectops-check job.")
+    service_account: str | None = Field(default=None, description="Driver service account.")
+    spark_version: str | None = Field(default=None, description="Spark version of the image.")
+    main_application_file: str | None = Field(default=None, description="The job's entry file in the image.")
+    ttl_seconds: int | None = Field(default=None, ge=0, description="timeToLiveSeconds of finished checks.")
+    driver: SparkResources | None = Field(default=None, description="Driver resources.")
+    executor: SparkResources | None = Field(default=None, description="Executor resources.")
+
+
+class LastCheck(StatusModel):
+    application: str = Field(description="SparkApplication name.")
+    trigger: str | None = Field(default=None, description="What change the check follows.")
+    state: str | None = Field(default=None, description="SparkApplication state, or TIMEOUT.")
+    started_at: str | None = Field(default=None, description="When it was created.")
+    finished_at: str | None = Field(default=None, description="When the verdict was read.")
+    verdict: str | None = Field(default=None, description="HEALTHY, DEGRADED, UNHEALTHY, NOT_APPLICABLE.")
+    headline: dict[str, Any] | None = Field(default=None, description="Headline numbers.")
+    reasons: list[str] = Field(default_factory=list, description="Reasons (severity code: message).")

@@ -1,0 +1,201 @@
+"""Pure planning of lag/balance checks: the SparkApplication to create and how to read its
+outcome. The SparkApplication (kubeflow spark-operator ``v1beta2``) runs ``connectops-check``;
+the driver writes its verdict JSON into a ConfigMap named after the application."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from connectops.models.checks import CheckSpec, SparkCheckDefaults, SparkResources
+
+SPARK_GROUP, SPARK_VERSION, SPARK_PLURAL = "sparkoperator.k8s.io", "v1beta2", "sparkapplications"
+#: terminal per the spark-operator API: SUBMISSION_FAILED becomes FAILED once retries are
+#: exhausted, UNKNOWN is re-evaluated; everything else is still in flight
+TERMINAL_STATES = frozenset({"COMPLETED", "FAILED"})
+VERDICT_KEY = "verdict.json"
+LABEL_CHECK = "connectops.io/check"
+LABEL_OWNER_KIND = "connectops.io/owner-kind"
+LABEL_OWNER = "connectops.io/owner"
+
+LAG_CODES = frozenset({"BURROW_ERR", "BURROW_WARN", "LAG_ABOVE_MAX"})
+BALANCE_CODES = frozenset(
+    {"TRAFFIC_SKEW", "TRAFFIC_GINI", "ASSIGNMENT_UNBALANCED", "RANGE_ASSIGNOR_PATTERN", "UNASSIGNED_PARTITIONS"}
+)
+
+#: operator-wide defaults (Helm values -> environment), overridden by ConnectCluster.spec.sparkCheck
+BUILTIN_DEFAULTS = SparkCheckDefaults(
+    image="ghcr.io/connectops/spark-check:0.1.0",
+    service_account="connectops-spark-check",
+    spark_version="3.5.3",
+    main_application_file="local:///opt/connectops/check.py",
+    ttl_seconds=3600,
+    driver=SparkResources(cores=1, memory="1g"),
+    executor=SparkResources(cores=1, memory="1g", instances=1),
+)
+
+
+def application_name(owner: str, suffix: str) -> str:
+    """Deterministic per (object, change) so a retried or resumed reconcile never launches a
+    second check for the same change; within 63 characters (the driver pod name derives from it)."""
+    base = re.sub(r"[^a-z0-9-]", "-", f"{owner}-check-{suffix}".lower()).strip("-")
+    if len(base) <= 52:
+        return base
+    digest = hashlib.sha256(base.encode()).hexdigest()[:8]
+    return f"{base[:43].rstrip('-')}-{digest}"
+
+
+def verdict_config_map(application: str) -> str:
+    return f"{application}-verdict"
+
+
+def merge_defaults(*layers: SparkCheckDefaults | None) -> SparkCheckDefaults:
+    """Later layers win field by field (operator defaults < ConnectCluster.spec.sparkCheck)."""
+    merged: dict[str, Any] = {}
+    for layer in layers:
+        if layer is not None:
+            merged.update(layer.model_dump(exclude_none=True))
+    return SparkCheckDefaults.model_validate(merged)
+
+
+@dataclass(frozen=True)
+class CheckTarget:
+    namespace: str
+    owner_kind: str
+    owner_name: str
+    owner_uid: str
+    owner_api_version: str
+    connector: str
+    connect_url: str
+    bootstrap: str
+
+
+def job_arguments(target: CheckTarget, check: CheckSpec, application: str) -> list[str]:
+    args = [
+        "--bootstrap",
+        target.bootstrap,
+        "--connect-url",
+        target.connect_url,
+        "--connector",
+        target.connector,
+        "--samples",
+        str(check.samples),
+        "--interval",
+        f"{check.interval_seconds}s",
+        "--output-configmap",
+        f"{target.namespace}/{verdict_config_map(application)}",
+    ]
+    for flag, value in (
+        ("--max-lag", check.max_lag),
+        ("--max-skew", check.max_skew),
+        ("--max-gini", check.max_gini),
+        ("--assignment-threshold", check.assignment_threshold),
+    ):
+        if value is not None:
+            args += [flag, str(value)]
+    return args
+
+
+def _resources(res: SparkResources | None, *, executor: bool) -> dict[str, Any]:
+    res = res or SparkResources()
+    out: dict[str, Any] = {"cores": res.cores, "memory": res.memory}
+    if executor:
+        out["instances"] = res.instances or 1
+    return out
+
+
+def spark_application(
+    target: CheckTarget, check: CheckSpec, settings: SparkCheckDefaults, application: str, trigger: str
+) -> dict[str, Any]:
+    """The SparkApplication manifest (required fields per the v1beta2 API: type, sparkVersion,
+    mainApplicationFile, driver, executor; plus mode, restartPolicy, TTL, arguments, image)."""
+    labels = {
+        "app.kubernetes.io/managed-by": "connectops",
+        LABEL_CHECK: "true",
+        LABEL_OWNER_KIND: target.owner_kind,
+        LABEL_OWNER: target.owner_name[:63],
+    }
+    driver = _resources(settings.driver, executor=False)
+    if settings.service_account:
+        driver["serviceAccount"] = settings.service_account
+    driver["labels"] = dict(labels)
+    return {
+        "apiVersion": f"{SPARK_GROUP}/{SPARK_VERSION}",
+        "kind": "SparkApplication",
+        "metadata": {
+            "name": application,
+            "namespace": target.namespace,
+            "labels": labels,
+            "annotations": {"connectops.io/trigger": trigger[:250], "connectops.io/connector": target.connector},
+            "ownerReferences": [
+                {
+                    "apiVersion": target.owner_api_version,
+                    "kind": target.owner_kind,
+                    "name": target.owner_name,
+                    "uid": target.owner_uid,
+                    "controller": True,
+                    "blockOwnerDeletion": False,
+                }
+            ],
+        },
+        "spec": {
+            "type": "Python",
+            "pythonVersion": "3",
+            "mode": "cluster",
+            "image": settings.image,
+            "imagePullPolicy": "IfNotPresent",
+            "mainApplicationFile": settings.main_application_file,
+            "arguments": job_arguments(target, check, application),
+            "sparkVersion": settings.spark_version,
+            "restartPolicy": {"type": "Never"},
+            "timeToLiveSeconds": settings.ttl_seconds,
+            "driver": driver,
+            "executor": _resources(settings.executor, executor=True),
+        },
+    }
+
+
+@dataclass(frozen=True)
+class CheckConditions:
+    lag: tuple[bool | None, str, str]
+    balance: tuple[bool | None, str, str]
+
+
+def conditions_for(state: str, verdict: Mapping[str, Any] | None, error: str | None = None) -> CheckConditions:
+    """LagHealthy / PartitionsBalanced from a finished application and its verdict document."""
+    if state != "COMPLETED" or verdict is None:
+        why = error or f"the check ended {state} without a verdict"
+        return CheckConditions((None, "CheckFailed", why), (None, "CheckFailed", why))
+    reasons = [r for r in verdict.get("reasons", []) if r.get("severity") != "INFO"]
+    if verdict.get("verdict") == "NOT_APPLICABLE" or verdict.get("lag") is None:
+        infos = "; ".join(r.get("message", "") for r in verdict.get("reasons", []))[:500]
+        lag: tuple[bool | None, str, str] = (None, "NotApplicable", infos or "broker-side lag does not apply")
+    else:
+        bad = [r for r in reasons if r.get("code") in LAG_CODES]
+        total = (verdict.get("headline") or {}).get("totalLag")
+        lag = (
+            (False, bad[0]["code"], "; ".join(r["message"] for r in bad)[:500])
+            if bad
+            else (True, "LagOK", f"total lag {total}, Burrow status OK")
+        )
+    if verdict.get("balance") is None:
+        balance: tuple[bool | None, str, str] = (None, "NotApplicable", "no partitions to judge")
+    else:
+        bad = [r for r in reasons if r.get("code") in BALANCE_CODES]
+        balance = (
+            (False, bad[0]["code"], "; ".join(r["message"] for r in bad)[:500])
+            if bad
+            else (True, "Balanced", "traffic and assignment within thresholds")
+        )
+    return CheckConditions(lag, balance)
+
+
+def summarize_reasons(verdict: Mapping[str, Any] | None, limit: int = 10) -> list[str]:
+    if not verdict:
+        return []
+    return [
+        f"{r.get('severity')} {r.get('code')}: {r.get('message')}"[:300] for r in verdict.get("reasons", [])[:limit]
+    ]

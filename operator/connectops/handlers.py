@@ -18,6 +18,7 @@ from connectops import metrics
 from connectops.adapters.kube import KubeClient, load_kube_config
 from connectops.errors import as_kopf_error
 from connectops.models import GROUP, VERSION
+from connectops.reconcilers.checks import CheckRunner, check_defaults
 from connectops.reconcilers.clusters import ClusterRegistry
 from connectops.reconcilers.common import EmitEvent, Outcome, status_patch
 from connectops.reconcilers.connect_cluster import ConnectClusterReconciler
@@ -36,9 +37,10 @@ class Runtime:
         load_kube_config()
         self.kube = KubeClient()
         self.clusters = ClusterRegistry(self.kube, SETTINGS)
-        self.connectors = ConnectorReconciler(self.kube, self.clusters, SETTINGS)
+        self.checks = CheckRunner(self.kube, SETTINGS, check_defaults(SETTINGS))
+        self.connectors = ConnectorReconciler(self.kube, self.clusters, SETTINGS, self.checks)
         self.connect_clusters = ConnectClusterReconciler(self.clusters, SETTINGS)
-        self.resets = OffsetResetExecutor(self.kube, self.clusters, SETTINGS)
+        self.resets = OffsetResetExecutor(self.kube, self.clusters, SETTINGS, checks=self.checks)
         self.locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
 
 
@@ -199,6 +201,17 @@ async def offset_reset(body: kopf.Body, retry: int, **_: Any) -> None:
     except Exception as exc:
         metrics.RECONCILE_ERRORS.labels(kind="OffsetReset", error=type(exc).__name__).inc()
         raise as_kopf_error(exc, retry=retry, base=SETTINGS.retry_seconds, maximum=SETTINGS.retry_max_seconds) from None
+
+
+@kopf.timer(GROUP, VERSION, "offsetresets", interval=SETTINGS.resync_seconds, initial_delay=SETTINGS.resync_seconds)
+async def offset_reset_check(body: kopf.Body, **_: Any) -> None:
+    """Follows the lag/balance check a finished reset launched, until its verdict is published."""
+    rt = runtime()
+    async with rt.locks[body["metadata"]["uid"]]:
+        try:
+            await rt.resets.follow_check(body, _emitter(body))
+        except Exception as exc:
+            raise as_kopf_error(exc, retry=0, base=SETTINGS.retry_seconds, maximum=SETTINGS.retry_max_seconds) from None
 
 
 @kopf.on.delete(GROUP, VERSION, "offsetresets", optional=True)

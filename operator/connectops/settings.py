@@ -30,6 +30,17 @@ class Settings:
     settle_seconds: float = field(default_factory=lambda: _float("CONNECTOPS_SETTLE_SECONDS", 10.0))
     #: capabilities are per worker version; re-read it this often
     capabilities_ttl_seconds: float = field(default_factory=lambda: _float("CONNECTOPS_CAPABILITIES_TTL_SECONDS", 60.0))
+    #: launch a SparkApplication check after every change (per Connector: spec.check.enabled)
+    checks_enabled: bool = field(
+        default_factory=lambda: os.environ.get("CONNECTOPS_CHECKS_ENABLED", "true").lower() == "true"
+    )
+    check_image: str | None = field(default_factory=lambda: os.environ.get("CONNECTOPS_CHECK_IMAGE") or None)
+    check_service_account: str | None = field(
+        default_factory=lambda: os.environ.get("CONNECTOPS_CHECK_SERVICE_ACCOUNT") or None
+    )
+    check_spark_version: str | None = field(
+        default_factory=lambda: os.environ.get("CONNECTOPS_CHECK_SPARK_VERSION") or None
+    )
 
 
 def load() -> Settings:

@@ -281,3 +281,35 @@ def test_secret_values_stay_secret(
     assert all(secret not in (e.message or "") for e in events)
     core = kubernetes.client.CoreV1Api(kube_client)
     assert core.read_namespaced_secret("creds", k8s.ns).data  # the secret itself is intact
+
+
+def test_failed_tasks_restarted_with_bounded_backoff(
+    k8s: K8s, cluster: str, tmp_path: Path, connect_rest: ConnectREST
+) -> None:
+    name = f"fail-{uuid.uuid4().hex[:6]}"
+    # a sink writing to a directory: its task fails in start(), every time it is restarted
+    spec = {
+        "clusterRef": {"name": cluster},
+        "class": SINK,
+        "config": {"file": str(tmp_path), "topics": f"t-{uuid.uuid4().hex[:6]}"},
+        "autoRestart": {"maxRestarts": 2, "backoff": {"initialSeconds": 1, "maxSeconds": 2}},
+    }
+    k8s.create("connectors", name, spec, "Connector")
+    cond = k8s.wait_condition("connectors", name, "Ready", "False", reason="RestartLimitReached", timeout=90)
+    assert "2 automatic restarts" in cond["message"]
+    status = k8s.get("connectors", name)["status"]
+    assert status["autoRestart"]["count"] == 2
+    assert status["tasks"][0]["state"] == "FAILED"
+    assert status["tasks"][0]["trace"]
+    restarts = [e for e in k8s.events(name) if e.reason == "Restarted"]
+    assert len(restarts) == 2
+    time.sleep(5)  # bounded: no further restarts once the limit is reached
+    assert len([e for e in k8s.events(name) if e.reason == "Restarted"]) == 2
+
+    # fixing the config makes it healthy again and resets the restart count
+    k8s.patch_spec(
+        "connectors", name, {"config": {"file": str(tmp_path / "out.txt"), "topics": spec["config"]["topics"]}}
+    )
+    k8s.wait_condition("connectors", name, "Ready", "True", timeout=90)
+    wait_for(lambda: k8s.get("connectors", name)["status"]["autoRestart"]["count"] == 0, 30, "count reset")
+    assert connect_rest.state(name) == "RUNNING"

@@ -312,9 +312,7 @@ def _key_connector(key: bytes) -> str | None:
     if end < 0:
         return None
     raw = key[2:end]
-    if b"\\" not in raw:
-        if key[end + 1 : end + 2] != b",":
-            return None
+    if b"\\" not in raw and key[end + 1 : end + 2] == b",":
         try:
             return raw.decode("utf-8")
         except UnicodeDecodeError:
@@ -493,7 +491,6 @@ class KafkaOffsets:
             # what Connect itself sees in both cases.
             "isolation.level": "read_committed",
             "enable.partition.eof": False,
-            "session.timeout.ms": 6000,
         }
         return self._construct(lambda: Consumer(conf), "consumer")
 
@@ -727,7 +724,7 @@ class KafkaOffsets:
             for msg in messages:
                 err = msg.error()
                 if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
+                    if _ignorable_read_error(err):
                         continue
                     raise self._error(err, operation)
                 scan.scanned += 1
@@ -953,6 +950,8 @@ class KafkaOffsets:
             for msg in messages:
                 err = msg.error()
                 if err is not None:
+                    if _ignorable_read_error(err):
+                        continue
                     raise self._error(err, operation)
                 read += 1
                 k = (msg.partition() or 0, msg.key() or b"")
@@ -1033,42 +1032,51 @@ class KafkaOffsets:
             raise self._from_exception(result.errors[0], operation)
         return any(g.group_id == group for g in result.valid or [])
 
-    def _ensure_inactive(self, group: str, operation: str) -> None:
-        members = self.group_members(group)
-        if members:
-            raise GroupActive(
-                f"{operation}: group {group!r} still has {len(members)} member(s): " + ", ".join(sorted(members)[:5]),
-                operation=operation,
-            )
+    def _group_active(self, group: str, operation: str, cause: KafkaOffsetsError) -> GroupActive:
+        """The broker said the group has members: name them if a describe can (best effort)."""
+        try:
+            members = self.group_members(group)
+        except KafkaOffsetsError:
+            members = None
+        who = f" ({', '.join(sorted(members)[:5])})" if members else ""
+        return GroupActive(
+            f"{operation}: group {group!r} still has members{who}; Kafka answered {cause.code}",
+            operation=operation,
+            code=cause.code,
+        )
 
     def delete_group(self, group: str) -> bool:
         """Delete consumer group ``group`` and with it all its committed offsets (a sink reset).
 
         Returns False when the group did not exist (a success: nothing to reset). Raises
-        :class:`GroupActive` while it has members. The group is looked up first rather than
-        relying on DeleteGroups' GROUP_ID_NOT_FOUND: that costs one ListGroups, and some
-        Kafka-protocol brokers never answer DeleteGroups for an unknown group.
+        :class:`GroupActive` while it has members (DeleteGroups answers NON_EMPTY_GROUP), e.g. a
+        sink whose tasks have not left the group yet. The group is looked up with ListGroups
+        first instead of relying on DeleteGroups' GROUP_ID_NOT_FOUND alone: some Kafka-protocol
+        brokers never answer DeleteGroups for an unknown group.
         """
         operation = f"delete group {group!r}"
         if not self.group_exists(group):
             return False
-        self._ensure_inactive(group, operation)
         admin = self._admin_client()
         futures = self._call(operation, lambda: admin.delete_consumer_groups([group], request_timeout=self.timeout_s))
         try:
             futures[group].result(timeout=self.timeout_s + 5)
-        except KafkaException as exc:
-            err = exc.args[0] if exc.args else None
+        except Exception as exc:
+            err = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
             if isinstance(err, KafkaError) and err.code() == KafkaError.GROUP_ID_NOT_FOUND:
                 return False
-            raise self._from_exception(exc, operation) from None
-        except Exception as exc:
-            raise self._from_exception(exc, operation) from None
+            mapped = self._from_exception(exc, operation)
+            if isinstance(mapped, GroupActive):
+                raise self._group_active(group, operation, mapped) from None
+            raise mapped from None
         return True
 
     def alter_group_offsets(self, group: str, offsets: Mapping[TopicPartitionKey, int]) -> None:
-        """Commit ``offsets`` for ``group`` (creating the group if needed). The group must have no
-        members (:class:`GroupActive` otherwise): Kafka refuses admin commits to an active group.
+        """Commit ``offsets`` for ``group`` (creating the group if needed).
+
+        Kafka accepts admin commits only while the group has no members: otherwise this raises
+        :class:`GroupActive` (UNKNOWN_MEMBER_ID per partition from the coordinator). A commit is
+        idempotent, so one dropped connection is retried here at once.
         """
         operation = f"alter offsets of group {group!r}"
         if not offsets:
@@ -1076,14 +1084,25 @@ class KafkaOffsets:
         for (topic, partition), offset in offsets.items():
             if offset < 0:
                 raise ValueError(f"offset for {topic}[{partition}] must be >= 0, not {offset}")
-        self._ensure_inactive(group, operation)
-        admin = self._admin_client()
         request = ConsumerGroupTopicPartitions(
             group, [TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())]
         )
+        for attempt in (1, 2):
+            try:
+                self._alter_once(group, request, operation)
+            except GroupActive as exc:
+                raise self._group_active(group, operation, exc) from None
+            except KafkaUnavailable as exc:
+                if attempt == 2 or exc.code != "_TRANSPORT":
+                    raise
+                log.info("%s: connection dropped, retrying once", operation)
+            else:
+                return
+
+    def _alter_once(self, group: str, request: ConsumerGroupTopicPartitions, operation: str) -> None:
+        admin = self._admin_client()
         futures = self._call(
-            operation,
-            lambda: admin.alter_consumer_group_offsets([request], request_timeout=self.timeout_s),
+            operation, lambda: admin.alter_consumer_group_offsets([request], request_timeout=self.timeout_s)
         )
         result = self._result(futures[group], operation)
         for tp in result.topic_partitions or []:
@@ -1130,6 +1149,16 @@ class KafkaOffsets:
             deleted = self._result(future, operation, f"partition {tp.partition}")
             out[int(tp.partition)] = int(deleted.low_watermark)
         return out
+
+
+def _ignorable_read_error(err: KafkaError) -> bool:
+    """Consumer events a full read by assign() can ignore.
+
+    librdkafka looks up a coordinator for the reader's (unused) group.id; where ACLs deny
+    DESCRIBE on that group the lookup fails, which does not matter to fetching. Granting
+    DESCRIBE on the group prefix ``connectops-offsets-reader-`` silences it.
+    """
+    return err.code() in (KafkaError._PARTITION_EOF, KafkaError.GROUP_AUTHORIZATION_FAILED)
 
 
 def _show(data: bytes, limit: int = 120) -> str:

@@ -138,6 +138,47 @@ class KubeClient:
             what=f"{plural} {namespace}/{name} status",
         )
 
+    async def create_object(self, group: str, version: str, namespace: str, plural: str, body: dict[str, Any]) -> bool:
+        """Create a namespaced custom object; False when it already exists (deterministic names
+        make creation idempotent). A missing kind (CRD not installed) raises KubeObjectMissing."""
+        try:
+            await asyncio.to_thread(
+                self._custom.create_namespaced_custom_object, group, version, namespace, plural, body
+            )
+        except ApiException as exc:
+            if exc.status == 409:
+                return False
+            if exc.status == 404:
+                raise KubeObjectMissing(f"{plural}.{group}/{version} is not served by this cluster") from None
+            raise KubeUnavailable(f"create {plural} {namespace}: API answered {exc.status} {exc.reason}") from None
+        return True
+
+    async def get_object(self, group: str, version: str, namespace: str, plural: str, name: str) -> dict[str, Any]:
+        obj: dict[str, Any] = await self._call(
+            self._custom.get_namespaced_custom_object,
+            group,
+            version,
+            namespace,
+            plural,
+            name,
+            what=f"{plural} {namespace}/{name}",
+        )
+        return obj
+
+    async def delete_object(self, group: str, version: str, namespace: str, plural: str, name: str) -> None:
+        try:
+            await self._call(
+                self._custom.delete_namespaced_custom_object,
+                group,
+                version,
+                namespace,
+                plural,
+                name,
+                what=f"{plural} {namespace}/{name}",
+            )
+        except KubeObjectMissing:
+            return
+
     # -- config maps (offset backups, check verdicts) ---------------------------------------------
 
     async def config_map(self, namespace: str, name: str) -> client.V1ConfigMap:

@@ -14,7 +14,7 @@ from connectops.models.base import (
     SecretValueSource,
     StatusModel,
 )
-from connectops.models.checks import LastCheck
+from connectops.models.checks import CheckSpec, LastCheck
 
 #: Keys the operator renders from dedicated spec fields; accepting them in ``config`` would
 #: give one setting two owners.
@@ -142,6 +142,7 @@ class ConnectorSpec(CamelModel):
     admin_overrides: dict[str, ConfigValue] = Field(default_factory=dict, description="Rendered as admin.override.*")
     state: DesiredState = Field(default=DesiredState.RUNNING, description="running|paused|stopped")
     auto_restart: AutoRestart = Field(default_factory=AutoRestart, description="Failed connector/task restarts.")
+    check: CheckSpec = Field(default_factory=CheckSpec, description="Lag and balance check after changes.")
 
     @field_validator("connector_name")
     @classmethod

@@ -55,4 +55,9 @@ class Conditions:
             self._emit("Warning" if warning else "Normal", reason, message)
 
     def dump(self) -> list[dict[str, Any]]:
-        return [c.model_dump(by_alias=True, exclude_none=True) for c in self._items]
+        # empty strings are left out: some API servers (1.20 built with Go >= 1.16,
+        # kubernetes#99804) reject "" in custom objects, and an absent message means the same
+        return [
+            {k: v for k, v in c.model_dump(by_alias=True, exclude_none=True).items() if v != ""}
+            for c in self._items
+        ]

@@ -32,6 +32,7 @@ from connectops.planning.connector import (
     readiness,
     render_config,
 )
+from connectops.reconcilers.checks import CheckRunner, apply_check_conditions
 from connectops.reconcilers.clusters import ClusterHandle, ClusterRegistry
 from connectops.reconcilers.common import Conditions, EmitEvent, Outcome
 from connectops.redact import Redactor
@@ -45,6 +46,7 @@ class ConnectorObject:
 
     namespace: str
     name: str
+    uid: str
     generation: int | None
     spec: dict[str, Any]
     status: dict[str, Any]
@@ -55,6 +57,7 @@ class ConnectorObject:
         return cls(
             namespace=meta.get("namespace", "default"),
             name=meta["name"],
+            uid=meta.get("uid", ""),
             generation=meta.get("generation"),
             spec=dict(body.get("spec") or {}),
             status=dict(body.get("status") or {}),
@@ -80,10 +83,11 @@ def _parse_time(text: str | None) -> float | None:
 
 
 class ConnectorReconciler:
-    def __init__(self, kube: KubeClient, clusters: ClusterRegistry, settings: Settings) -> None:
+    def __init__(self, kube: KubeClient, clusters: ClusterRegistry, settings: Settings, checks: CheckRunner) -> None:
         self._kube = kube
         self._clusters = clusters
         self._settings = settings
+        self._checks = checks
 
     async def reconcile(self, obj: ConnectorObject, emit: EmitEvent, *, periodic: bool) -> Outcome:
         conditions = Conditions(obj.status.get("conditions"), obj.generation, emit)
@@ -264,6 +268,48 @@ class ConnectorReconciler:
         if ready.ready and book.count:
             book_raw = {"count": 0, "lastRestartTime": book_raw.get("lastRestartTime")}
         self._report(status, state, book_raw)
+        await self._check(obj, spec, connector, cluster, plan.actions, conditions, status)
+
+    async def _check(
+        self,
+        obj: ConnectorObject,
+        spec: ConnectorSpec,
+        connector: str,
+        cluster: ClusterHandle,
+        actions: list[Any],
+        conditions: Conditions,
+        status: dict[str, Any],
+    ) -> None:
+        """After a change: launch the lag/balance check. Otherwise: follow the one in flight."""
+        changes = [a for a in actions if isinstance(a, Create | UpdateConfig | SetState)]
+        if changes:
+            trigger = ", ".join(type(a).__name__ for a in changes)
+            launched = await self._checks.launch(
+                namespace=obj.namespace,
+                owner={
+                    "apiVersion": "connectops.io/v1alpha1",
+                    "kind": "Connector",
+                    "metadata": {"name": obj.name, "uid": obj.uid},
+                },
+                suffix=f"g{obj.generation}",
+                connector=connector,
+                cluster=cluster.spec,
+                check=spec.check,
+                trigger=f"generation {obj.generation}: {trigger}",
+            )
+            if launched is not None:
+                status["lastCheck"] = launched
+                if launched["state"] == "NOT_SUBMITTED":
+                    reason = "; ".join(launched.get("reasons", []))
+                    conditions.set("LagHealthy", None, "CheckNotSubmitted", reason)
+                    conditions.set("PartitionsBalanced", None, "CheckNotSubmitted", reason)
+                return
+        last = obj.status.get("lastCheck")
+        if last:
+            updated, result = await self._checks.poll(obj.namespace, dict(last), spec.check)
+            status["lastCheck"] = updated
+            if result is not None:
+                apply_check_conditions(conditions, result)
 
     async def _set_state(self, client: ConnectClient, connector: str, target: DesiredState) -> None:
         if target is DesiredState.RUNNING:

@@ -31,6 +31,7 @@ from connectops.adapters.kube import KubeClient, KubeError, LockHeld
 from connectops.errors import NotReadyYet
 from connectops.models import GROUP
 from connectops.models.base import utcnow_iso
+from connectops.models.checks import CheckSpec
 from connectops.models.connector import ConnectorSpec
 from connectops.models.offset_reset import (
     OffsetEntry,
@@ -51,6 +52,7 @@ from connectops.planning.offset_reset import (
     plan_reset,
     sink_group,
 )
+from connectops.reconcilers.checks import CheckRunner, apply_check_conditions
 from connectops.reconcilers.clusters import ClusterHandle, ClusterRegistry
 from connectops.reconcilers.common import Conditions, EmitEvent
 from connectops.settings import Settings
@@ -116,9 +118,11 @@ class OffsetResetExecutor:
         clusters: ClusterRegistry,
         settings: Settings,
         *,
+        checks: CheckRunner | None = None,
         max_step_attempts: int = 8,
         stop_timeout: float = 90.0,
     ) -> None:
+        self._checks = checks
         self._kube = kube
         self._clusters = clusters
         self._settings = settings
@@ -304,9 +308,59 @@ class OffsetResetExecutor:
         else:
             run.status["phase"] = "Succeeded"
             conditions.set("Succeeded", True, "Completed", f"offset {run.spec.action} completed", event_on_change=True)
+            await self._launch_check(run, body, conditions)
         run.status["currentStep"] = None
         run.status["conditions"] = conditions.dump()
         await self._save(run.namespace, run.name, run.status)
+
+    async def _check_spec(self, run_namespace: str, spec: OffsetResetSpec) -> CheckSpec:
+        if spec.connector_ref is None:
+            return CheckSpec()
+        obj = await self._kube.custom_object(run_namespace, "connectors", spec.connector_ref.name)
+        return ConnectorSpec.model_validate(obj["spec"]).check
+
+    async def _launch_check(self, run: Run, body: Any, conditions: Conditions) -> None:
+        """The finished reset is a change like any other: check lag and balance afterwards."""
+        if self._checks is None:
+            return
+        launched = await self._checks.launch(
+            namespace=run.namespace,
+            owner={
+                "apiVersion": body.get("apiVersion", f"{GROUP}/v1alpha1"),
+                "kind": "OffsetReset",
+                "metadata": {"name": run.name, "uid": run.uid},
+            },
+            suffix="reset",
+            connector=run.status["connectors"][0],
+            cluster=run.cluster.spec,
+            check=await self._check_spec(run.namespace, run.spec),
+            trigger=f"offset {run.spec.action} completed",
+        )
+        if launched is not None:
+            run.status["lastCheck"] = launched
+
+    async def follow_check(self, body: Any, emit: EmitEvent) -> None:
+        """Poll the post-reset check until it has a verdict, then publish it (timer-driven)."""
+        if self._checks is None:
+            return
+        meta = body["metadata"]
+        status = dict(body.get("status") or {})
+        last = status.get("lastCheck")
+        if not last or status.get("phase") != "Succeeded":
+            return
+        spec = OffsetResetSpec.model_validate(status.get("executedSpec") or body.get("spec"))
+        updated, result = await self._checks.poll(
+            meta["namespace"], dict(last), await self._check_spec(meta["namespace"], spec)
+        )
+        patch: dict[str, Any] = {}
+        if updated != last:
+            patch["lastCheck"] = updated
+        if result is not None:
+            conditions = Conditions(status.get("conditions"), meta.get("generation"), emit)
+            apply_check_conditions(conditions, result)
+            patch["conditions"] = conditions.dump()
+        if patch:
+            await self._save(meta["namespace"], meta["name"], patch)
 
     async def _fail(self, run: Run, step: Step, message: str, *, unsafe: bool) -> None:
         """End in Failed. The connector is resumed unless that would be unsafe (offsets partly

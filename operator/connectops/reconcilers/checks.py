@@ -1,0 +1,155 @@
+"""Launching lag/balance checks as SparkApplications and reading their verdicts back.
+
+The owner's reconciler is the only writer of the owner's status: it launches a check after a
+change and, on later passes, polls the application until it is terminal, then turns the verdict
+into conditions. No second writer races it for the conditions list.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import datetime
+from typing import Any
+
+from connectops.adapters.kube import KubeClient, KubeError, KubeObjectMissing
+from connectops.models.base import utcnow_iso
+from connectops.models.checks import CheckSpec, SparkCheckDefaults
+from connectops.models.connect_cluster import ConnectClusterSpec
+from connectops.planning.checks import (
+    BUILTIN_DEFAULTS,
+    SPARK_GROUP,
+    SPARK_PLURAL,
+    SPARK_VERSION,
+    TERMINAL_STATES,
+    VERDICT_KEY,
+    CheckConditions,
+    CheckTarget,
+    application_name,
+    conditions_for,
+    merge_defaults,
+    spark_application,
+    summarize_reasons,
+    verdict_config_map,
+)
+from connectops.reconcilers.common import Conditions
+from connectops.settings import Settings
+
+#: lastCheck states after which nothing is polled any more
+FINAL = frozenset({*TERMINAL_STATES, "TIMEOUT", "NOT_SUBMITTED", "MISSING"})
+
+
+class CheckRunner:
+    def __init__(self, kube: KubeClient, settings: Settings, defaults: SparkCheckDefaults) -> None:
+        self._kube = kube
+        self._settings = settings
+        self._defaults = defaults
+
+    def enabled(self, check: CheckSpec) -> bool:
+        return check.enabled if check.enabled is not None else self._settings.checks_enabled
+
+    async def launch(
+        self,
+        *,
+        namespace: str,
+        owner: dict[str, Any],
+        suffix: str,
+        connector: str,
+        cluster: ConnectClusterSpec,
+        check: CheckSpec,
+        trigger: str,
+    ) -> dict[str, Any] | None:
+        """Create the SparkApplication for this change (once: its name is deterministic) and
+        return the ``lastCheck`` status to record, or None when checks are off."""
+        if not self.enabled(check):
+            return None
+        meta = owner["metadata"]
+        name = application_name(meta["name"], suffix)
+        last = {"application": name, "trigger": trigger, "startedAt": utcnow_iso()}
+        if cluster.kafka is None:
+            return {**last, "state": "NOT_SUBMITTED", "reasons": ["the ConnectCluster has no spec.kafka (bootstrap)"]}
+        target = CheckTarget(
+            namespace=namespace,
+            owner_kind=owner["kind"],
+            owner_name=meta["name"],
+            owner_uid=meta["uid"],
+            owner_api_version=owner["apiVersion"],
+            connector=connector,
+            connect_url=cluster.rest_url,
+            bootstrap=cluster.kafka.bootstrap_servers,
+        )
+        manifest = spark_application(target, check, merge_defaults(self._defaults, cluster.spark_check), name, trigger)
+        try:
+            await self._kube.create_object(SPARK_GROUP, SPARK_VERSION, namespace, SPARK_PLURAL, manifest)
+        except KubeObjectMissing:
+            return {
+                **last,
+                "state": "NOT_SUBMITTED",
+                "reasons": [
+                    "SparkApplication (sparkoperator.k8s.io/v1beta2) is not served: install the "
+                    "kubeflow spark-operator, or disable checks"
+                ],
+            }
+        return {**last, "state": "PENDING"}
+
+    async def poll(
+        self, namespace: str, last: dict[str, Any], check: CheckSpec
+    ) -> tuple[dict[str, Any], CheckConditions | None]:
+        """Advance ``lastCheck``; conditions are returned once the check is over."""
+        if last.get("state") in FINAL:
+            return last, None
+        name = last["application"]
+        try:
+            app = await self._kube.get_object(SPARK_GROUP, SPARK_VERSION, namespace, SPARK_PLURAL, name)
+        except KubeObjectMissing:
+            updated = {**last, "state": "MISSING", "finishedAt": utcnow_iso()}
+            return updated, conditions_for("MISSING", None, f"SparkApplication {name} disappeared")
+        state = ((app.get("status") or {}).get("applicationState") or {}).get("state") or "PENDING"
+        if state not in TERMINAL_STATES:
+            started = _epoch(last.get("startedAt"))
+            if started is not None and time.time() - started > check.timeout_seconds:
+                await self._kube.delete_object(SPARK_GROUP, SPARK_VERSION, namespace, SPARK_PLURAL, name)
+                updated = {**last, "state": "TIMEOUT", "finishedAt": utcnow_iso()}
+                return updated, conditions_for(
+                    "TIMEOUT", None, f"no verdict after {check.timeout_seconds}s (last state {state})"
+                )
+            return {**last, "state": state}, None
+        verdict: dict[str, Any] | None = None
+        error = ((app.get("status") or {}).get("applicationState") or {}).get("errorMessage")
+        if state == "COMPLETED":
+            try:
+                cm = await self._kube.config_map(namespace, verdict_config_map(name))
+                verdict = json.loads((cm.data or {})[VERDICT_KEY])
+            except (KubeError, KeyError, ValueError) as exc:
+                error = f"verdict ConfigMap {verdict_config_map(name)} unreadable: {exc}"
+        updated = {**last, "state": state, "finishedAt": utcnow_iso()}
+        if verdict is not None:
+            updated["verdict"] = verdict.get("verdict")
+            updated["headline"] = verdict.get("headline") or {}
+            updated["reasons"] = summarize_reasons(verdict)
+        elif error:
+            updated["reasons"] = [str(error)[:500]]
+        return updated, conditions_for(state, verdict, error)
+
+
+def check_defaults(settings: Settings) -> SparkCheckDefaults:
+    """Built-in defaults overlaid with the operator's environment (the Helm chart's values)."""
+    env = SparkCheckDefaults(
+        image=settings.check_image,
+        service_account=settings.check_service_account,
+        spark_version=settings.check_spark_version,
+    )
+    return merge_defaults(BUILTIN_DEFAULTS, env)
+
+
+def apply_check_conditions(conditions: Conditions, result: CheckConditions) -> None:
+    lag_ok, lag_reason, lag_msg = result.lag
+    conditions.set("LagHealthy", lag_ok, lag_reason, lag_msg, event_on_change=True, warning=lag_ok is False)
+    bal_ok, bal_reason, bal_msg = result.balance
+    conditions.set("PartitionsBalanced", bal_ok, bal_reason, bal_msg, event_on_change=True, warning=bal_ok is False)
+
+
+def _epoch(text: str | None) -> float | None:
+    if not text:
+        return None
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()

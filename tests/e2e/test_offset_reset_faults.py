@@ -1,0 +1,70 @@
+"""Resets through a fault-injecting proxy in front of the real Connect worker: 409s, 5xx,
+timeouts and dropped connections either get retried to success or end in a clear failure."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from tests.e2e.conftest import ConnectREST, K8s, connect_cluster_spec, topic_record_count, wait_for
+from tests.e2e.test_offset_reset_e2e import LINES, make_source, reset
+from tests.env.faultproxy import FaultProxy, FaultRule
+from tests.env.servers import ConnectWorker
+
+OFFSETS = r"^/connectors/[^/]+/offsets$"
+
+
+@pytest.fixture
+def proxy(connect: ConnectWorker) -> Iterator[FaultProxy]:
+    with FaultProxy(connect.url) as p:
+        yield p
+
+
+@pytest.fixture
+def proxied_cluster(k8s: K8s, connect: ConnectWorker, proxy: FaultProxy) -> str:
+    spec = connect_cluster_spec(connect)
+    spec["restUrl"] = proxy.url
+    spec["requestTimeoutSeconds"] = 3
+    k8s.create("connectclusters", "proxied", spec, "ConnectCluster")
+    k8s.wait_condition("connectclusters", "proxied", "Ready", "True")
+    return "proxied"
+
+
+def test_transient_faults_are_retried_to_success(
+    k8s: K8s, proxied_cluster: str, proxy: FaultProxy, connect: ConnectWorker, tmp_path: Path
+) -> None:
+    name, topic = make_source(k8s, tmp_path, proxied_cluster, connect)
+    rules = [
+        proxy.add_rule(FaultRule.stale_config(method="PUT", path=r"/stop$", times=2)),
+        proxy.add_rule(FaultRule.status(500, method="DELETE", path=OFFSETS, times=1)),
+        # the DELETE reached Connect, the answer was lost: the retry must be harmless
+        proxy.add_rule(FaultRule("drop", method="DELETE", path=OFFSETS, times=1, after_upstream=True)),
+        proxy.add_rule(FaultRule("timeout", method="GET", path=r"/status$", seconds=6, times=1)),
+        proxy.add_rule(FaultRule.status(503, method="PUT", path=r"/resume$", times=1)),
+    ]
+    status = reset(k8s, "faulty", {"connectorRef": {"name": name}, "action": "reset"}, timeout=240)
+    assert [r.fired for r in rules] == [2, 1, 1, 1, 1]
+    steps = {s["name"]: s for s in status["steps"]}
+    assert steps["reset"]["attempts"] >= 3  # 500, then the lost answer, then success
+    assert steps["resume"]["attempts"] >= 2
+    wait_for(lambda: topic_record_count(connect.bootstrap, topic) == 2 * len(LINES), 60, "re-read once")
+    assert ConnectREST(connect).state(name) == "RUNNING"
+
+
+def test_persistent_failure_ends_failed_and_resumes(
+    k8s: K8s, proxied_cluster: str, proxy: FaultProxy, connect: ConnectWorker, tmp_path: Path
+) -> None:
+    name, topic = make_source(k8s, tmp_path, proxied_cluster, connect)
+    rule = proxy.add_rule(FaultRule.status(500, "injected: offsets store unavailable", method="DELETE", path=OFFSETS))
+    status = reset(k8s, "doomed", {"connectorRef": {"name": name}, "action": "reset"}, phase="Failed", timeout=300)
+    assert rule.fired >= 3
+    cond = next(c for c in status["conditions"] if c["type"] == "Succeeded")
+    assert cond["status"] == "False"
+    assert cond["reason"] == "ResetFailed"
+    assert "offsets store unavailable" in cond["message"]
+    assert "resumed" in cond["message"]
+    # REST resets are atomic: nothing changed, so the connector is not left stopped
+    wait_for(lambda: ConnectREST(connect).state(name) == "RUNNING", 60, "connector resumed")
+    assert topic_record_count(connect.bootstrap, topic) == len(LINES)
+    assert any(e.reason == "ResetFailed" and e.type == "Warning" for e in k8s.events("doomed"))

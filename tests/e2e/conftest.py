@@ -16,6 +16,7 @@ import kubernetes
 import pytest
 import yaml
 from kubernetes.client.exceptions import ApiException
+
 from tests.env.servers import ConnectWorker, KubeAPI
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,6 +10,7 @@ from typing import Any
 import kubernetes
 import pytest
 from kubernetes.client.exceptions import ApiException
+
 from tests.e2e.conftest import (
     ConnectREST,
     K8s,

@@ -10,6 +10,9 @@ from typing import Any
 
 import kubernetes
 import pytest
+
+from connectops.failpoints import EXIT_CODE
+from connectops.planning.offset_reset import Step
 from tests.e2e.conftest import (
     ConnectREST,
     K8s,
@@ -19,9 +22,6 @@ from tests.e2e.conftest import (
     wait_for,
 )
 from tests.env.servers import ConnectWorker, KubeAPI
-
-from connectops.failpoints import EXIT_CODE
-from connectops.planning.offset_reset import Step
 
 SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
 LINES = ["one", "two", "three", "four"]

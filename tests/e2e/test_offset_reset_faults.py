@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from tests.e2e.conftest import ConnectREST, K8s, connect_cluster_spec, topic_record_count, wait_for
 from tests.e2e.test_offset_reset_e2e import LINES, make_source, reset
 from tests.env.faultproxy import FaultProxy, FaultRule

@@ -125,7 +125,8 @@ class CheckRunner:
         updated = {**last, "state": state, "finishedAt": utcnow_iso()}
         if verdict is not None:
             updated["verdict"] = verdict.get("verdict")
-            updated["headline"] = verdict.get("headline") or {}
+            # nulls would vanish in the merge patch anyway; leaving them out keeps status == stored
+            updated["headline"] = {k: v for k, v in (verdict.get("headline") or {}).items() if v is not None}
             updated["reasons"] = summarize_reasons(verdict)
         elif error:
             updated["reasons"] = [str(error)[:500]]

@@ -46,10 +46,14 @@ def apply_crds(client: Any) -> None:
     for path in sorted((ROOT / "crds").glob("*.yaml")):
         body = yaml.safe_load(path.read_text())
         ext.create_custom_resource_definition(body)
-        wait(lambda n=body["metadata"]["name"]: any(
-            c.type == "Established" and c.status == "True"
-            for c in (ext.read_custom_resource_definition(n).status.conditions or [])),
-            30, f"{path.name} established")
+        wait(
+            lambda n=body["metadata"]["name"]: any(
+                c.type == "Established" and c.status == "True"
+                for c in (ext.read_custom_resource_definition(n).status.conditions or [])
+            ),
+            30,
+            f"{path.name} established",
+        )
     log("CRDs applied: " + ", ".join(p.name for p in sorted((ROOT / "crds").glob("*.yaml"))))
 
 
@@ -87,16 +91,20 @@ def main() -> int:
     env = TestEnv(workdir).start()
     operator: subprocess.Popen[bytes] | None = None
     try:
-        log(f"servers up in {time.monotonic() - t0:.1f}s: api {env.kube.url}, kafka "
-            f"{env.kafka.bootstrap}, connect {env.connect.url}")
+        log(
+            f"servers up in {time.monotonic() - t0:.1f}s: api {env.kube.url}, kafka "
+            f"{env.kafka.bootstrap}, connect {env.connect.url}"
+        )
         client = kubernetes.config.new_client_from_config(config_file=str(env.kube.kubeconfig_path))
         apply_crds(client)
-        op_env = {**os.environ, "KUBECONFIG": str(env.kube.kubeconfig_path),
-                  "CONNECTOPS_RESYNC_SECONDS": "10"}
+        op_env = {**os.environ, "KUBECONFIG": str(env.kube.kubeconfig_path), "CONNECTOPS_RESYNC_SECONDS": "10"}
         op_log = (workdir / "operator.log").open("wb")
         operator = subprocess.Popen(
             [str(ROOT / ".venv/bin/connectops"), "run", "--all-namespaces", "--standalone"],
-            env=op_env, stdout=op_log, stderr=subprocess.STDOUT)
+            env=op_env,
+            stdout=op_log,
+            stderr=subprocess.STDOUT,
+        )
         log(f"operator started (log: {workdir / 'operator.log'})")
 
         custom = kubernetes.client.CustomObjectsApi(client)
@@ -114,27 +122,58 @@ def main() -> int:
             return any(c["type"] == "Ready" and c["status"] == "True" for c in conds)
 
         wait(lambda: ready("demo-source") and ready("demo-sink"), 120, "connectors Ready")
-        wait(lambda: (demo_files / "output.txt").exists()
-             and (demo_files / "output.txt").read_text().count("\n") >= 3, 60, "records copied")
+        wait(
+            lambda: (demo_files / "output.txt").exists() and (demo_files / "output.txt").read_text().count("\n") >= 3,
+            60,
+            "records copied",
+        )
         print()
         print("$ kubectl get connectclusters")
-        print(table(custom, "connectclusters", [("NAME", "metadata.name"), ("URL", "spec.restUrl"),
-                                                ("VERSION", "status.workerVersion"),
-                                                ("READY", "status.cond:Ready")]))
+        print(
+            table(
+                custom,
+                "connectclusters",
+                [
+                    ("NAME", "metadata.name"),
+                    ("URL", "spec.restUrl"),
+                    ("VERSION", "status.workerVersion"),
+                    ("READY", "status.cond:Ready"),
+                ],
+            )
+        )
         print()
         print("$ kubectl get connectors")
-        print(table(custom, "connectors", [
-            ("NAME", "metadata.name"), ("CLUSTER", "spec.clusterRef.name"), ("DESIRED", "spec.state"),
-            ("STATE", "status.connectorState"), ("TASKS", "status.tasksRunning"),
-            ("READY", "status.cond:Ready"), ("VALID", "status.cond:Valid")]))
+        print(
+            table(
+                custom,
+                "connectors",
+                [
+                    ("NAME", "metadata.name"),
+                    ("CLUSTER", "spec.clusterRef.name"),
+                    ("DESIRED", "spec.state"),
+                    ("STATE", "status.connectorState"),
+                    ("TASKS", "status.tasksRunning"),
+                    ("READY", "status.cond:Ready"),
+                    ("VALID", "status.cond:Valid"),
+                ],
+            )
+        )
         print()
         print(f"$ cat {demo_files / 'output.txt'}   # copied source -> topic -> sink by Kafka Connect")
         print((demo_files / "output.txt").read_text().rstrip())
         print()
         log(f"demo complete in {time.monotonic() - t0:.1f}s")
         if args.keep:
-            print(json.dumps({"kubeconfig": str(env.kube.kubeconfig_path), "connect": env.connect.url,
-                              "bootstrap": env.kafka.bootstrap}, indent=2))
+            print(
+                json.dumps(
+                    {
+                        "kubeconfig": str(env.kube.kubeconfig_path),
+                        "connect": env.connect.url,
+                        "bootstrap": env.kafka.bootstrap,
+                    },
+                    indent=2,
+                )
+            )
             log("running; Ctrl-C to stop")
             while True:
                 time.sleep(3600)

@@ -15,6 +15,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 from kubernetes import client
+
 from tests.env.servers import ConnectFactory, ConnectWorker, KubeAPI, Tansu
 
 pytestmark = pytest.mark.timeout(180)
@@ -127,9 +128,7 @@ def test_kube_crd_and_status_subresource(kube_client: client.ApiClient) -> None:
         return True
 
     _poll(create, timeout=15, what="custom object creation")
-    objects.patch_namespaced_custom_object_status(
-        group, "v1", "default", plural, "w1", {"status": {"phase": "Ready"}}
-    )
+    objects.patch_namespaced_custom_object_status(group, "v1", "default", plural, "w1", {"status": {"phase": "Ready"}})
     got: Any = objects.get_namespaced_custom_object(group, "v1", "default", plural, "w1")
     assert got["status"] == {"phase": "Ready"}
     assert got["spec"] == {"size": 3}
@@ -198,9 +197,7 @@ def _create_file_source(worker: ConnectWorker, name: str, file: Path, topic: str
     assert resp.status_code == 201, resp.text
 
 
-def test_connect_filestream_source_stop_and_offsets(
-    connect: ConnectWorker, kafka: Tansu, tmp_path: Path
-) -> None:
+def test_connect_filestream_source_stop_and_offsets(connect: ConnectWorker, kafka: Tansu, tmp_path: Path) -> None:
     plugins = httpx.get(f"{connect.url}/connector-plugins", timeout=10).json()
     assert "org.apache.kafka.connect.file.FileStreamSourceConnector" in {p["class"] for p in plugins}
 
@@ -236,9 +233,7 @@ def test_connect_filestream_source_stop_and_offsets(
     _poll(lambda: offsets() == [], timeout=15, what="offsets gone after DELETE")
 
 
-def test_connect_worker_group_kill_and_restart(
-    connect_factory: ConnectFactory, kafka: Tansu, tmp_path: Path
-) -> None:
+def test_connect_worker_group_kill_and_restart(connect_factory: ConnectFactory, kafka: Tansu, tmp_path: Path) -> None:
     # A second, independent worker group on the same broker, with client overrides forbidden.
     worker = connect_factory("connect-restart", override_policy="None")
     assert httpx.get(f"{worker.url}/connectors", timeout=10).json() == []

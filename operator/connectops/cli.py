@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import random
 import sys
 from pathlib import Path
 
@@ -41,6 +42,9 @@ def _run(args: argparse.Namespace) -> int:
         clusterwide=not args.namespace,
         namespaces=args.namespace or (),
         standalone=args.standalone,
+        # peers of equal priority all pause (kopf's rule), so each replica needs its own
+        priority=args.priority if args.priority is not None else random.randint(1, 10_000),
+        peering_name=args.peering,
         liveness_endpoint=args.liveness or None,
     )
     return 0
@@ -58,6 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run the operator")
     run.add_argument("--namespace", "-n", action="append", help="watch only this namespace")
     run.add_argument("--standalone", action="store_true", help="no peering (single replica)")
+    run.add_argument("--priority", type=int, default=None, help="kopf peering priority (default: random)")
+    run.add_argument("--peering", default="default", help="kopf peering object name (the chart creates it)")
     run.add_argument("--liveness", default="", help="e.g. http://0.0.0.0:8080/healthz")
     run.add_argument("--metrics-port", type=int, default=0, help="serve Prometheus metrics")
     run.add_argument("--log-level", default="info")

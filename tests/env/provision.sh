@@ -144,4 +144,6 @@ PIN
 fi
 
 # --- test-only Connect plugins (compiled against the real connect-api) ------------------------
+# javac/jar come with default-jdk-headless above; rebuilt only when the plugin sources change.
+bash "$(dirname "${BASH_SOURCE[0]}")/plugins/build.sh"
 log "ready: $CACHE"

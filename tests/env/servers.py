@@ -699,9 +699,7 @@ class ConnectWorker(_Server):
         if self.alive:
             raise RuntimeError(f"Connect worker {self.name} is already running")
         java, jars = java_binary(), connect_jar_dir()
-        self.properties_path.write_text(
-            "".join(f"{key}={value}\n" for key, value in self.worker_properties().items())
-        )
+        self.properties_path.write_text("".join(f"{key}={value}\n" for key, value in self.worker_properties().items()))
         log4j = self.workdir / "log4j2.properties"
         log4j.write_text(_LOG4J2_PROPERTIES)
         classpath = ":".join([f"{jars}/*", *(str(p) for p in self.extra_classpath)])

@@ -6,9 +6,9 @@ import math
 
 import pytest
 from pyspark.sql import SparkSession
-from tests.spark.check_helpers import History, member, partition_rows, run_engine, snapshot
 
 from connectops_check.results import TrafficStats
+from tests.spark.check_helpers import History, member, partition_rows, run_engine, snapshot
 
 pytestmark = pytest.mark.spark
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import pytest
 from pyspark.sql import SparkSession
-from tests.spark.check_helpers import History, member, partition_rows, run_engine, snapshot
 
 from connectops_check.snapshot import ConnectorKind, Member, TaskInfo
+from tests.spark.check_helpers import History, member, partition_rows, run_engine, snapshot
 
 pytestmark = pytest.mark.spark
 

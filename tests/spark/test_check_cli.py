@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
-from tests.spark.check_helpers import History, member, snapshot
 
 from connectops_check.cli import duration_s, main
 from connectops_check.snapshot import ConnectorKind, Snapshot, TaskInfo
 from connectops_check.synthetic import random_snapshot
+from tests.spark.check_helpers import History, member, snapshot
 
 REPO = Path(__file__).resolve().parents[2]
 

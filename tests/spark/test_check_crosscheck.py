@@ -11,11 +11,11 @@ import dataclasses
 
 import pytest
 from pyspark.sql import SparkSession
-from tests.spark.check_helpers import partition_rows, run_engine
 
 from connectops_check.results import MetricResults
 from connectops_check.snapshot import ConnectorKind
 from connectops_check.synthetic import random_snapshot
+from tests.spark.check_helpers import partition_rows, run_engine
 
 pytestmark = pytest.mark.spark
 

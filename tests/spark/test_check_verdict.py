@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
-from tests.spark.check_helpers import History, member, snapshot
 
 from connectops_check.job import needs_spark, run_check
 from connectops_check.results import MemberLoad
 from connectops_check.snapshot import ConnectorKind, Snapshot, TaskInfo
 from connectops_check.verdict import Settings, assignment_balance
+from tests.spark.check_helpers import History, member, snapshot
 
 
 def loads(*counts: int) -> list[MemberLoad]:

@@ -30,7 +30,7 @@ BALANCE_CODES = frozenset(
 BUILTIN_DEFAULTS = SparkCheckDefaults(
     image="ghcr.io/connectops/spark-check:0.1.0",
     service_account="connectops-spark-check",
-    spark_version="3.5.3",
+    spark_version="4.0.1",
     main_application_file="local:///opt/connectops/check.py",
     ttl_seconds=3600,
     driver=SparkResources(cores=1, memory="1g"),

@@ -58,6 +58,5 @@ class Conditions:
         # empty strings are left out: some API servers (1.20 built with Go >= 1.16,
         # kubernetes#99804) reject "" in custom objects, and an absent message means the same
         return [
-            {k: v for k, v in c.model_dump(by_alias=True, exclude_none=True).items() if v != ""}
-            for c in self._items
+            {k: v for k, v in c.model_dump(by_alias=True, exclude_none=True).items() if v != ""} for c in self._items
         ]

@@ -1,0 +1,150 @@
+{{/*
+The operator's RBAC rules: the ONE place they are defined. The ClusterRole (all namespaces), the
+per-namespace Roles and the cluster-scoped reads of namespaced mode all render from this list, so
+they cannot drift apart. No wildcards, anywhere.
+
+Each entry:
+  id        stable name; rbac.omitRules takes an id ("secrets") or an id/verb ("configmaps/patch")
+            to render without that rule or verb (least-privilege experiments, see the README)
+  scope     namespaced | cluster   (what kind of resource: cluster-scoped ones never go into a Role)
+  mode      any | clusterwide | namespaced   (which watch mode needs the rule)
+  peering   true: only with peering.enabled
+  why       rendered as a comment above the rule
+*/}}
+{{- define "connectops.ruleCatalog" -}}
+- id: connectops-resources
+  scope: namespaced
+  mode: any
+  why: watch ConnectClusters, Connectors and OffsetResets; patch is kopf's finalizer and annotations
+  apiGroups: [connectops.io]
+  resources: [connectclusters, connectors, offsetresets]
+  verbs: [get, list, watch, patch]
+- id: connectops-status
+  scope: namespaced
+  mode: any
+  why: conditions and bookkeeping live in the status subresource
+  apiGroups: [connectops.io]
+  resources: [connectclusters/status, connectors/status, offsetresets/status]
+  verbs: [get, patch, update]
+- id: events
+  scope: namespaced
+  mode: any
+  why: every change and drift correction is an Event (kopf posts core/v1 Events)
+  apiGroups: [""]
+  resources: [events]
+  verbs: [create, patch]
+- id: events-k8s-io
+  scope: namespaced
+  mode: any
+  why: the same Events through the events.k8s.io API
+  apiGroups: [events.k8s.io]
+  resources: [events]
+  verbs: [create, patch]
+- id: configmaps
+  scope: namespaced
+  mode: any
+  why: offset backups before a reset, and the Spark check's verdicts
+  apiGroups: [""]
+  resources: [configmaps]
+  verbs: [get, list, create, update, patch]
+- id: secrets
+  scope: namespaced
+  mode: any
+  why: read-only; configFrom values and ConnectCluster credentials
+  apiGroups: [""]
+  resources: [secrets]
+  verbs: [get]
+- id: leases
+  scope: namespaced
+  mode: any
+  why: the per-connector offset-reset lock
+  apiGroups: [coordination.k8s.io]
+  resources: [leases]
+  verbs: [get, create, update, delete]
+- id: sparkapplications
+  scope: namespaced
+  mode: any
+  why: lag and partition-balance checks run as SparkApplications (Spark operator)
+  apiGroups: [sparkoperator.k8s.io]
+  resources: [sparkapplications]
+  verbs: [get, list, watch, create, delete]
+- id: kopf-cluster-peering
+  scope: cluster
+  mode: clusterwide
+  peering: true
+  why: kopf peering between replicas watching all namespaces (ClusterKopfPeering)
+  apiGroups: [kopf.dev]
+  resources: [clusterkopfpeerings]
+  verbs: [get, list, watch, patch]
+- id: kopf-peering
+  scope: namespaced
+  mode: namespaced
+  peering: true
+  why: kopf peering between replicas watching a list of namespaces (KopfPeering in each)
+  apiGroups: [kopf.dev]
+  resources: [kopfpeerings]
+  verbs: [get, list, watch, patch]
+- id: crds
+  scope: cluster
+  mode: any
+  why: kopf lists and watches CRDs to notice its resources appearing and changing
+  apiGroups: [apiextensions.k8s.io]
+  resources: [customresourcedefinitions]
+  verbs: [get, list, watch]
+- id: namespaces
+  scope: cluster
+  mode: namespaced
+  why: kopf lists and watches namespaces when given --namespace (not when watching all of them)
+  apiGroups: [""]
+  resources: [namespaces]
+  verbs: [get, list, watch]
+{{- end -}}
+
+{{/*
+connectops.rules: the rules for one target, as a YAML list (without a leading "rules:").
+  (dict "root" $ "target" "clusterwide")    everything the all-namespaces ClusterRole needs
+  (dict "root" $ "target" "namespaced")     the namespaced rules of each watched namespace's Role
+  (dict "root" $ "target" "cluster-reads")  the cluster-scoped rules of namespaced mode
+rbac.extraRules are added to the "clusterwide" and "namespaced" targets.
+*/}}
+{{- define "connectops.rules" -}}
+{{- $root := .root -}}
+{{- $target := .target -}}
+{{- $omit := $root.Values.rbac.omitRules | default list -}}
+{{- range $rule := include "connectops.ruleCatalog" $root | fromYamlArray -}}
+{{- $in := false -}}
+{{- if eq $target "clusterwide" -}}
+{{- $in = has $rule.mode (list "any" "clusterwide") -}}
+{{- else if eq $target "namespaced" -}}
+{{- $in = and (eq $rule.scope "namespaced") (has $rule.mode (list "any" "namespaced")) -}}
+{{- else if eq $target "cluster-reads" -}}
+{{- $in = and (eq $rule.scope "cluster") (has $rule.mode (list "any" "namespaced")) -}}
+{{- else -}}
+{{- fail (printf "connectops.rules: unknown target %q" $target) -}}
+{{- end -}}
+{{- if and $rule.peering (not $root.Values.peering.enabled) -}}
+{{- $in = false -}}
+{{- end -}}
+{{- if has $rule.id $omit -}}
+{{- $in = false -}}
+{{- end -}}
+{{- $verbs := list -}}
+{{- range $verb := $rule.verbs -}}
+{{- if not (has (printf "%s/%s" $rule.id $verb) $omit) -}}
+{{- $verbs = append $verbs $verb -}}
+{{- end -}}
+{{- end -}}
+{{- if and $in $verbs }}
+# {{ $rule.id }}: {{ $rule.why }}
+- apiGroups: {{ toJson $rule.apiGroups }}
+  resources: {{ toJson $rule.resources }}
+  verbs: {{ toJson $verbs }}
+{{- end -}}
+{{- end -}}
+{{- if ne $target "cluster-reads" -}}
+{{- range $root.Values.rbac.extraRules }}
+# extra (rbac.extraRules)
+- {{ toYaml . | indent 2 | trim }}
+{{- end -}}
+{{- end -}}
+{{- end -}}

@@ -1,0 +1,48 @@
+"""Test-only Kafka Connect plugins, built by ``tests/env/plugins/build.sh`` (run by provision.sh).
+
+``mm2shapes``: three source connectors whose offsets have MirrorMaker 2's shapes and whose
+``alterOffsets`` validate like MM2's (see the Java sources), because the real connect-mirror jars
+are not obtainable in this environment.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from tests.env.servers import MissingTestEnvError, cache_dir
+
+PLUGINS_DIR = Path(__file__).resolve().parent
+BUILD_HINT = "run tests/env/plugins/build.sh (or tests/env/provision.sh, which runs it)"
+
+
+def sources_hash(plugin: str) -> str:
+    """The hash build.sh records next to the jar: sha256 of ``sha256sum``-style lines for every
+    file under ``<plugin>/src``, sorted by path."""
+    root = PLUGINS_DIR / plugin
+    files = sorted(str(p.relative_to(root)) for p in (root / "src").rglob("*") if p.is_file())
+    lines = "".join(f"{hashlib.sha256((root / f).read_bytes()).hexdigest()}  {f}\n" for f in files)
+    return hashlib.sha256(lines.encode()).hexdigest()
+
+
+def plugin_jar(plugin: str) -> Path:
+    """The built jar of ``plugin``; fails clearly when it is missing or older than its sources."""
+    jar = cache_dir() / f"{plugin}.jar"
+    if not jar.is_file():
+        raise MissingTestEnvError(f"test plugin jar {jar} not built; {BUILD_HINT}")
+    stamp = jar.with_name(f"{jar.name}.sha256")
+    built = stamp.read_text().strip() if stamp.is_file() else ""
+    if built != sources_hash(plugin):
+        raise MissingTestEnvError(f"test plugin jar {jar} is older than its sources; {BUILD_HINT}")
+    return jar
+
+
+def mm2_shapes_jar() -> Path:
+    """``mm2shapes.jar``: MirrorSourceShapeConnector, MirrorCheckpointShapeConnector and
+    MirrorHeartbeatShapeConnector in package ``io.connectops.testplugins``."""
+    return plugin_jar("mm2shapes")
+
+
+MM2_SOURCE = "io.connectops.testplugins.MirrorSourceShapeConnector"
+MM2_CHECKPOINT = "io.connectops.testplugins.MirrorCheckpointShapeConnector"
+MM2_HEARTBEAT = "io.connectops.testplugins.MirrorHeartbeatShapeConnector"

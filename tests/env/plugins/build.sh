@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Builds the test-only Connect plugins under tests/env/plugins against the real connect-api and
+# kafka-clients jars that provision.sh put into $CONNECTOPS_TESTENV_CACHE/connect:
+#   mm2shapes -> $CACHE/mm2shapes.jar  (connectors with MirrorMaker 2's offset shapes; the real
+#                                       connect-mirror jars are not obtainable here)
+# Idempotent and cached: the jar is rebuilt only when the hash of its sources changes. The hash
+# (recorded next to the jar as mm2shapes.jar.sha256) is the same one tests/env/plugins/__init__.py
+# computes to refuse a stale jar: sha256 over "sha256sum"-style lines of every file under
+# mm2shapes/src, sorted by path.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+CACHE="${CONNECTOPS_TESTENV_CACHE:-$HOME/.cache/connectops-testenv}"
+JARS="$CACHE/connect"
+log() { printf '[plugins %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
+
+[ -f "$JARS/.complete" ] || { echo "Kafka Connect jars missing in $JARS: run tests/env/provision.sh" >&2; exit 1; }
+for tool in javac jar; do
+  command -v "$tool" >/dev/null || { echo "$tool not found: install a JDK (Debian: default-jdk-headless)" >&2; exit 1; }
+done
+
+sources_hash() {
+  (cd "$1" && find src -type f -print | LC_ALL=C sort | while IFS= read -r f; do
+     printf '%s  %s\n' "$(sha256sum < "$f" | cut -d' ' -f1)" "$f"
+   done) | sha256sum | cut -d' ' -f1
+}
+
+build_plugin() {
+  local name="$1" src="$HERE/$1" out="$CACHE/$1.jar" want have
+  want="$(sources_hash "$src")"
+  have="$(cat "$out.sha256" 2>/dev/null || true)"
+  if [ -f "$out" ] && [ "$have" = "$want" ]; then
+    return 0
+  fi
+  log "building $name.jar (sources ${want:0:12})"
+  local work
+  work="$(mktemp -d)"
+  # shellcheck disable=SC2064  # expand now: $work is local
+  trap "rm -rf '$work'" RETURN
+  local cp
+  cp="$(ls "$JARS"/connect-api-*.jar "$JARS"/kafka-clients-*.jar | tr '\n' ':')"
+  mkdir -p "$work/classes"
+  find "$src/src/main/java" -name '*.java' -print0 | xargs -0 javac --release 17 -nowarn -Xlint:-deprecation \
+    -cp "$cp" -d "$work/classes"
+  if [ -d "$src/src/main/resources" ]; then
+    cp -R "$src/src/main/resources/." "$work/classes/"
+  fi
+  jar --create --file "$work/$name.jar" -C "$work/classes" .
+  # Jar first, hash last: an interrupted build never looks up to date.
+  mv "$work/$name.jar" "$out"
+  printf '%s\n' "$want" > "$out.sha256"
+  log "built $out"
+}
+
+build_plugin mm2shapes

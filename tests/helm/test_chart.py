@@ -1,0 +1,595 @@
+"""The Helm chart (helm/connectops), rendered by real Helm and checked against the real API server.
+
+Rendering uses Helm 4's Go SDK (``helm-python-sdk``, no helm binary): templates, values schema
+validation and lint are Helm's own. The rendered objects are then server-side applied with
+``dryRun=All`` to the test kube-apiserver (every object must be accepted), and the chart is also
+installed for real through the same SDK, with its RBAC checked by SubjectAccessReviews.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import helm_python as helm
+import kubernetes
+import pytest
+import yaml
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from tests.env.servers import KubeAPI
+from tests.helm.chart import (
+    CHART_DIR,
+    REPO,
+    REPO_CRDS,
+    Obj,
+    apply,
+    by_kind,
+    chart_crds,
+    one,
+    policy_rules,
+    render,
+)
+
+pytestmark = pytest.mark.timeout(300)
+
+NAMESPACED = {"watch": {"namespaces": ["team-a", "team-b"]}}
+PEERING = {"replicas": 2, "peering": {"enabled": True}}
+VALUE_SETS: dict[str, dict[str, Any]] = {
+    "default": {},
+    "namespaced": NAMESPACED,
+    "peering": PEERING,
+    "namespaced-peering": {**NAMESPACED, "peering": {"enabled": True}},
+}
+
+# The operator's rules, exactly: adding a permission must be a conscious change of this table.
+# (apiGroup, resources, verbs)
+CORE_RULES = {
+    ("connectops.io", ("connectclusters", "connectors", "offsetresets"), ("get", "list", "watch", "patch")),
+    (
+        "connectops.io",
+        ("connectclusters/status", "connectors/status", "offsetresets/status"),
+        ("get", "patch", "update"),
+    ),
+    ("", ("events",), ("create", "patch")),
+    ("events.k8s.io", ("events",), ("create", "patch")),
+    ("", ("configmaps",), ("get", "list", "create", "update", "patch")),
+    ("", ("secrets",), ("get",)),
+    ("coordination.k8s.io", ("leases",), ("get", "create", "update", "delete")),
+    ("sparkoperator.k8s.io", ("sparkapplications",), ("get", "list", "watch", "create", "delete")),
+}
+CRD_READS = ("apiextensions.k8s.io", ("customresourcedefinitions",), ("get", "list", "watch"))
+NAMESPACE_READS = ("", ("namespaces",), ("get", "list", "watch"))
+CLUSTER_PEERING = ("kopf.dev", ("clusterkopfpeerings",), ("get", "list", "watch", "patch"))
+NAMESPACED_PEERING = ("kopf.dev", ("kopfpeerings",), ("get", "list", "watch", "patch"))
+
+Rule = tuple[str, tuple[str, ...], tuple[str, ...]]
+
+
+def _rule_set(role: Obj) -> set[Rule]:
+    out = set()
+    for rule in role["rules"]:
+        [group] = rule["apiGroups"]
+        out.add((group, tuple(rule["resources"]), tuple(rule["verbs"])))
+    return out
+
+
+def _operator_args(objects: list[Obj]) -> list[str]:
+    deployment = one(objects, "Deployment")
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["command"] == ["connectops", "run"]
+    return list(container["args"])
+
+
+@pytest.fixture(scope="module")
+def rendered() -> dict[str, list[Obj]]:
+    return {name: render(values) for name, values in VALUE_SETS.items()}
+
+
+# -- chart metadata, CRDs, lint ----------------------------------------------------------------------
+
+
+def test_chart_metadata() -> None:
+    with helm.Chart.load(CHART_DIR) as chart:
+        meta = chart.metadata
+    assert meta["apiVersion"] == "v2"
+    assert (meta["name"], meta["version"], meta["appVersion"]) == ("connectops", "0.1.0", "0.1.0")
+
+
+def test_chart_crds_identical_to_repo_crds() -> None:
+    repo = {p.name: p.read_bytes() for p in sorted(REPO_CRDS.glob("*.yaml"))}
+    chart = {p.name: p.read_bytes() for p in sorted((CHART_DIR / "crds").iterdir())}
+    assert repo, "no CRDs in crds/"
+    assert chart == repo, "helm/connectops/crds/ drifted from crds/: run scripts/sync-chart-crds.sh"
+    # And Helm loads exactly those.
+    assert sorted(c["metadata"]["name"] for c in chart_crds()) == sorted(
+        yaml.safe_load(text)["metadata"]["name"] for text in repo.values()
+    )
+
+
+def test_sync_script_check_mode() -> None:
+    result = subprocess.run(
+        [str(REPO / "scripts" / "sync-chart-crds.sh"), "--check"], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("name", sorted(VALUE_SETS))
+def test_helm_lint_clean(name: str) -> None:
+    report = helm.lint(CHART_DIR, VALUE_SETS[name], strict=True, kube_version="v1.20.2")
+    problems = [m for m in report["messages"] if m["severity"] >= 2]  # 1 = info ("icon is recommended")
+    assert not problems, problems
+    assert not report["errors"]
+
+
+@pytest.mark.parametrize(
+    ("values", "complaint"),
+    [
+        ({"replicas": 2}, "/peering/enabled"),
+        ({"rbac": {"extraRules": [{"apiGroups": [""], "resources": ["*"], "verbs": ["get"]}]}}, "'*'"),
+        ({"rbac": {"extraRules": [{"apiGroups": ["*"], "resources": ["pods"], "verbs": ["get"]}]}}, "'*'"),
+        ({"watch": {"namespaces": ["Team_A"]}}, "/watch/namespaces/0"),
+        ({"settings": {"resyncSeconds": 0}}, "/settings/resyncSeconds"),
+        ({"unknownKey": True}, "unknownKey"),
+    ],
+)
+def test_values_schema_rejects(values: dict[str, Any], complaint: str) -> None:
+    with pytest.raises(helm.HelmValuesError) as raised:
+        render(values)
+    assert complaint in str(raised.value)
+
+
+def _schema_leaves(schema: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
+    for key, sub in schema.get("properties", {}).items():
+        path = f"{prefix}{key}"
+        if sub.get("type") == "object" and "properties" in sub and "default" not in sub:
+            yield from _schema_leaves(sub, path + ".")
+        else:
+            yield path, sub
+
+
+def test_schema_documents_every_value_with_its_default() -> None:
+    schema = json.loads((CHART_DIR / "values.schema.json").read_text())
+    values = yaml.safe_load((CHART_DIR / "values.yaml").read_text())
+    leaves = dict(_schema_leaves(schema))
+    for path, sub in leaves.items():
+        assert sub.get("description"), f"{path}: no description"
+        assert "default" in sub, f"{path}: no default"
+        current: Any = values
+        for part in path.split("."):
+            current = current[part]
+        assert current == sub["default"], f"{path}: values.yaml has {current!r}, schema says {sub['default']!r}"
+
+    def value_paths(node: Any, prefix: str = "") -> Iterator[str]:
+        for key, sub in node.items():
+            path = f"{prefix}{key}"
+            if path in leaves:
+                yield path
+            else:
+                assert isinstance(sub, dict), f"{path} is in values.yaml but not in the schema"
+                yield from value_paths(sub, path + ".")
+
+    assert set(value_paths(values)) == set(leaves)
+
+
+def test_readme_values_table_is_up_to_date() -> None:
+    result = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "values-table.py"), "--check"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr + result.stdout
+
+
+# -- RBAC ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(VALUE_SETS))
+def test_no_wildcards_anywhere(rendered: dict[str, list[Obj]], name: str) -> None:
+    rules = list(policy_rules(rendered[name]))
+    assert rules
+    for role, rule in rules:
+        for field in ("apiGroups", "resources", "verbs", "resourceNames"):
+            for item in rule.get(field) or ():
+                assert "*" not in item, f"{role['kind']} {role['metadata']['name']}: {field} {item!r}"
+
+
+def test_clusterwide_rules(rendered: dict[str, list[Obj]]) -> None:
+    objects = rendered["default"]
+    # The only namespaced Role here is the Spark driver's.
+    assert {r["metadata"]["name"] for r in by_kind(objects, "Role")} == {"connectops-spark-check"}
+    [role] = by_kind(objects, "ClusterRole")
+    assert _rule_set(role) == CORE_RULES | {CRD_READS}
+    binding = one(objects, "ClusterRoleBinding")
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": role["metadata"]["name"],
+    }
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "connectops", "namespace": "connectops"}]
+    peering = rendered["peering"]
+    [role] = by_kind(peering, "ClusterRole")
+    assert _rule_set(role) == CORE_RULES | {CRD_READS, CLUSTER_PEERING}
+
+
+@pytest.mark.parametrize("name", ["namespaced", "namespaced-peering"])
+def test_namespaced_rules(rendered: dict[str, list[Obj]], name: str) -> None:
+    objects = rendered[name]
+    roles = {(r["metadata"]["namespace"], r["metadata"]["name"]): r for r in by_kind(objects, "Role")}
+    expected = CORE_RULES | ({NAMESPACED_PEERING} if "peering" in name else set())
+    for ns in ("team-a", "team-b"):
+        assert _rule_set(roles[(ns, "connectops")]) == expected
+        binding = one(
+            [o for o in by_kind(objects, "RoleBinding") if o["metadata"]["namespace"] == ns],
+            "RoleBinding",
+            "connectops",
+        )
+        assert binding["roleRef"]["name"] == "connectops"
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "connectops", "namespace": "connectops"}]
+    # Cluster-scoped reads only, in their own small ClusterRole.
+    [reads] = by_kind(objects, "ClusterRole")
+    assert reads["metadata"]["name"] == "connectops-cluster-reads"
+    assert _rule_set(reads) == {CRD_READS, NAMESPACE_READS}
+    assert not by_kind(render({**NAMESPACED, "rbac": {"clusterScopedReads": False}}), "ClusterRole")
+
+
+def test_rules_come_from_one_list(rendered: dict[str, list[Obj]]) -> None:
+    """ClusterRole (all namespaces) and Role + cluster reads (namespaced) are the same catalogue."""
+    [clusterwide] = by_kind(rendered["peering"], "ClusterRole")
+    objects = rendered["namespaced-peering"]
+    role = one([r for r in by_kind(objects, "Role") if r["metadata"]["namespace"] == "team-a"], "Role", "connectops")
+    [reads] = by_kind(objects, "ClusterRole")
+    # Only the mode-specific rules differ: which peering kind, and namespaces (kopf lists them only
+    # when it is given --namespace).
+    assert _rule_set(clusterwide) - {CLUSTER_PEERING} == (_rule_set(role) | _rule_set(reads)) - {
+        NAMESPACED_PEERING,
+        NAMESPACE_READS,
+    }
+
+
+def test_omit_rules_drops_a_rule_or_a_verb() -> None:
+    objects = render({"rbac": {"omitRules": ["secrets", "configmaps/patch", "crds/get"]}})
+    [role] = by_kind(objects, "ClusterRole")
+    rules = _rule_set(role)
+    assert not any(res == ("secrets",) for _, res, _ in rules)
+    assert ("", ("configmaps",), ("get", "list", "create", "update")) in rules
+    assert ("apiextensions.k8s.io", ("customresourcedefinitions",), ("list", "watch")) in rules
+    assert len(rules) == len(CORE_RULES | {CRD_READS}) - 1
+
+
+def test_extra_rules_are_appended() -> None:
+    extra = {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get"]}
+    [role] = by_kind(render({"rbac": {"extraRules": [extra]}}), "ClusterRole")
+    assert role["rules"][-1] == extra
+    for ns_role in by_kind(render({**NAMESPACED, "rbac": {"extraRules": [extra]}}), "Role"):
+        if ns_role["metadata"]["name"] == "connectops":
+            assert ns_role["rules"][-1] == extra
+
+
+def test_spark_check_identity(rendered: dict[str, list[Obj]]) -> None:
+    objects = rendered["default"]
+    sa = one(objects, "ServiceAccount", "connectops-spark-check")
+    assert sa["metadata"]["namespace"] == "connectops"  # all namespaces watched: the release namespace
+    role = one(objects, "Role", "connectops-spark-check")
+    assert _rule_set(role) == {
+        ("", ("configmaps",), ("get", "list", "create", "update", "patch", "delete", "deletecollection")),
+        ("", ("pods",), ("get", "list", "watch", "create", "delete", "deletecollection")),
+        ("", ("services",), ("get", "create", "delete")),
+    }
+    binding = one(objects, "RoleBinding", "connectops-spark-check")
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "connectops-spark-check", "namespace": "connectops"}
+    ]
+    # Namespaced mode: one identity per watched namespace.
+    namespaced = rendered["namespaced"]
+    assert sorted(
+        sa["metadata"]["namespace"]
+        for sa in by_kind(namespaced, "ServiceAccount")
+        if sa["metadata"]["name"] == "connectops-spark-check"
+    ) == ["team-a", "team-b"]
+    # Disabled: none of it, and no defaults passed to the operator.
+    off = render({"sparkCheck": {"enabled": False}})
+    assert not [o for o in off if "spark-check" in o["metadata"]["name"]]
+    env = one(off, "Deployment")["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert {e["name"]: e["value"] for e in env if e["name"].startswith("CONNECTOPS_CHECK")} == {
+        "CONNECTOPS_CHECKS_ENABLED": "false"  # the operator's default is on: the chart must say off
+    }
+
+
+# -- Deployment ------------------------------------------------------------------------------------------
+
+
+def test_deployment_args(rendered: dict[str, list[Obj]]) -> None:
+    base = ["--liveness", "http://0.0.0.0:8080/healthz", "--metrics-port", "9090", "--log-level", "info"]
+    assert _operator_args(rendered["default"]) == [*base, "--standalone"]
+    assert _operator_args(rendered["namespaced"]) == [
+        *base,
+        "--standalone",
+        "--namespace",
+        "team-a",
+        "--namespace",
+        "team-b",
+    ]
+    assert _operator_args(rendered["peering"]) == base
+    assert _operator_args(rendered["namespaced-peering"]) == [
+        *base,
+        "--namespace",
+        "team-a",
+        "--namespace",
+        "team-b",
+    ]
+    assert _operator_args(render({"metrics": {"enabled": False}, "logLevel": "debug"})) == [
+        "--liveness",
+        "http://0.0.0.0:8080/healthz",
+        "--log-level",
+        "debug",
+        "--standalone",
+    ]
+
+
+def test_replicas_and_rollout_strategy(rendered: dict[str, list[Obj]]) -> None:
+    standalone = one(rendered["default"], "Deployment")["spec"]
+    assert standalone["replicas"] == 1
+    assert standalone["strategy"] == {"type": "Recreate"}  # two standalone operators must never overlap
+    peered = one(rendered["peering"], "Deployment")["spec"]
+    assert peered["replicas"] == 2
+    assert peered["strategy"]["type"] == "RollingUpdate"
+
+
+def test_security_context(rendered: dict[str, list[Obj]]) -> None:
+    pod = one(rendered["default"], "Deployment")["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] == 10001
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    [container] = pod["containers"]
+    sc = container["securityContext"]
+    assert sc["runAsNonRoot"] is True
+    assert sc["runAsUser"] == 10001
+    assert sc["readOnlyRootFilesystem"] is True
+    assert sc["allowPrivilegeEscalation"] is False
+    assert sc["capabilities"] == {"drop": ["ALL"]}
+    assert sc["seccompProfile"] == {"type": "RuntimeDefault"}
+    # The only writable path: /tmp, an emptyDir.
+    assert container["volumeMounts"] == [{"name": "tmp", "mountPath": "/tmp"}]
+    assert pod["volumes"] == [{"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}]
+
+
+def test_probes_env_and_ports(rendered: dict[str, list[Obj]]) -> None:
+    [container] = one(rendered["default"], "Deployment")["spec"]["template"]["spec"]["containers"]
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert container[probe]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert {p["name"]: p["containerPort"] for p in container["ports"]} == {"health": 8080, "metrics": 9090}
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["CONNECTOPS_RESYNC_SECONDS"] == "60"
+    assert env["CONNECTOPS_RETRY_SECONDS"] == "10"
+    assert env["CONNECTOPS_RETRY_MAX_SECONDS"] == "300"
+    assert env["CONNECTOPS_CONNECT_CONCURRENCY"] == "8"
+    # The names operator/connectops/settings.py reads.
+    assert env["CONNECTOPS_CHECKS_ENABLED"] == "true"
+    assert env["CONNECTOPS_CHECK_SERVICE_ACCOUNT"] == "connectops-spark-check"
+    assert env["CONNECTOPS_CHECK_IMAGE"] == "ghcr.io/connectops/spark-check:0.1.0"
+    assert env["CONNECTOPS_CHECK_SPARK_VERSION"] == "4.0.1"
+    from connectops.settings import Settings
+
+    with pytest.MonkeyPatch.context() as mp:
+        for name, value in env.items():
+            if name.startswith("CONNECTOPS_") and value is not None:
+                mp.setenv(name, value)
+        settings = Settings()
+    assert (settings.resync_seconds, settings.retry_seconds, settings.retry_max_seconds) == (60, 10, 300)
+    assert (settings.connect_concurrency, settings.settle_seconds, settings.checks_enabled) == (8, 10, True)
+    assert (settings.check_image, settings.check_spark_version, settings.check_service_account) == (
+        "ghcr.io/connectops/spark-check:0.1.0",
+        "4.0.1",
+        "connectops-spark-check",
+    )
+    custom = render({"settings": {"resyncSeconds": 30, "retrySeconds": 2.5, "connectConcurrency": 16}})
+    [container] = one(custom, "Deployment")["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert (env["CONNECTOPS_RESYNC_SECONDS"], env["CONNECTOPS_RETRY_SECONDS"]) == ("30", "2.5")
+    assert env["CONNECTOPS_CONNECT_CONCURRENCY"] == "16"
+
+
+def test_metrics_service_is_optional(rendered: dict[str, list[Obj]]) -> None:
+    assert not by_kind(rendered["default"], "Service")
+    service = one(render({"metrics": {"service": {"enabled": True}}}), "Service")
+    assert service["spec"]["ports"] == [{"name": "metrics", "port": 9090, "targetPort": "metrics", "protocol": "TCP"}]
+    assert service["spec"]["selector"] == one(rendered["default"], "Deployment")["spec"]["selector"]["matchLabels"]
+
+
+def test_peering_objects(rendered: dict[str, list[Obj]]) -> None:
+    assert not [o for o in rendered["default"] if o["apiVersion"].startswith("kopf.dev")]
+    crds = {c["metadata"]["name"] for c in by_kind(rendered["peering"], "CustomResourceDefinition")}
+    assert crds == {"clusterkopfpeerings.kopf.dev", "kopfpeerings.kopf.dev"}
+    peering = one(rendered["peering"], "ClusterKopfPeering")
+    assert peering["metadata"]["name"] == "default"  # the name kopf auto-detects
+    assert peering["metadata"]["annotations"]["helm.sh/hook"] == "post-install,post-upgrade"
+    namespaced = by_kind(rendered["namespaced-peering"], "KopfPeering")
+    assert sorted((p["metadata"]["namespace"], p["metadata"]["name"]) for p in namespaced) == [
+        ("team-a", "default"),
+        ("team-b", "default"),
+    ]
+
+
+# -- against the real API server ------------------------------------------------------------------------
+
+
+def _ensure_namespaces(api_client: client.ApiClient, names: list[str]) -> None:
+    core = client.CoreV1Api(api_client)
+    for name in names:
+        try:
+            core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+
+
+def _apply_crds_for_real(api_client: client.ApiClient, crds: list[Obj]) -> None:
+    apply(api_client, crds)
+    ext = client.ApiextensionsV1Api(api_client)
+    deadline = time.monotonic() + 30
+    for crd in crds:
+        while True:
+            status: Any = ext.read_custom_resource_definition(crd["metadata"]["name"]).status
+            if any(c.type == "Established" and c.status == "True" for c in status.conditions or ()):
+                break
+            assert time.monotonic() < deadline, f"{crd['metadata']['name']} not Established"
+            time.sleep(0.2)
+
+
+@pytest.mark.parametrize("name", sorted(VALUE_SETS))
+def test_server_side_dry_run_accepts_every_object(kube_client: client.ApiClient, name: str) -> None:
+    release_ns = f"chart-dry-{name}"
+    objects = render(VALUE_SETS[name], namespace=release_ns)
+    _ensure_namespaces(kube_client, [release_ns, "team-a", "team-b"])
+    # Objects of a CRD's kind can only be dry-run once the CRD really exists.
+    crds = chart_crds() + by_kind(objects, "CustomResourceDefinition")
+    _apply_crds_for_real(kube_client, crds)
+    rest = [o for o in objects if o["kind"] != "CustomResourceDefinition"]
+    answers = apply(kube_client, rest, dry_run=True)
+    assert len(answers) == len(rest)
+    for sent, answer in zip(rest, answers, strict=True):
+        assert (answer["kind"], answer["metadata"]["name"]) == (sent["kind"], sent["metadata"]["name"])
+    # The server normalised and kept what matters: e.g. the Deployment's security context.
+    deployment = next(a for a in answers if a["kind"] == "Deployment")
+    sc = deployment["spec"]["template"]["spec"]["containers"][0]["securityContext"]
+    assert sc["readOnlyRootFilesystem"] is True
+    # Dry run: nothing was persisted.
+    with pytest.raises(ApiException) as missing:
+        client.AppsV1Api(kube_client).read_namespaced_deployment(deployment["metadata"]["name"], release_ns)
+    assert missing.value.status == 404
+
+
+def _can(
+    api_client: client.ApiClient, user: str, verb: str, resource: str, namespace: str | None, group: str = ""
+) -> bool:
+    review = client.V1SubjectAccessReview(
+        spec=client.V1SubjectAccessReviewSpec(
+            user=user,
+            groups=[
+                "system:serviceaccounts",
+                f"system:serviceaccounts:{user.split(':')[2]}",
+                "system:authenticated",
+            ],
+            resource_attributes=client.V1ResourceAttributes(
+                verb=verb,
+                resource=resource.partition("/")[0],
+                subresource=resource.partition("/")[2],
+                group=group,
+                namespace=namespace,
+            ),
+        )
+    )
+    answer: Any = client.AuthorizationV1Api(api_client).create_subject_access_review(review)
+    return bool(answer.status.allowed)
+
+
+@pytest.fixture(scope="module")
+def fresh_kube(testenv_root: Path) -> Iterator[KubeAPI]:
+    """An API server of its own: the install test must see a cluster without kopf's peering CRDs."""
+    api = KubeAPI(testenv_root, name=f"kube-helm-{uuid.uuid4().hex[:6]}")
+    try:
+        yield api.start()
+    finally:
+        api.stop()
+
+
+def _api_client(kube: KubeAPI) -> client.ApiClient:
+    api: client.ApiClient = kubernetes.config.new_client_from_config(  # type: ignore[no-untyped-call]
+        config_file=str(kube.kubeconfig_path)
+    )
+    return api
+
+
+@pytest.mark.e2e
+def test_helm_install_upgrade_uninstall(fresh_kube: KubeAPI) -> None:
+    """A real `helm install` / `upgrade` / `uninstall` through Helm's SDK (server-side apply, hooks,
+    ownership checks); the API server then enforces exactly the rendered RBAC."""
+    api = _api_client(fresh_kube)
+    _ensure_namespaces(api, ["team-a", "team-b", "elsewhere"])
+    ext = client.ApiextensionsV1Api(api)
+    kubeconfig = fresh_kube.kubeconfig_path
+    try:
+        # 1. All namespaces, standalone.
+        with helm.Config(kubeconfig_path=kubeconfig, namespace="ops") as cfg:
+            result = cfg.install(str(CHART_DIR), "a", {}, namespace="ops", create_namespace=True, timeout=120)
+            assert result["status"] == "deployed"
+        # Helm installed crds/ first.
+        crds: Any = ext.list_custom_resource_definition()
+        names = {c.metadata.name for c in crds.items}
+        assert {
+            "connectors.connectops.io",
+            "connectclusters.connectops.io",
+            "offsetresets.connectops.io",
+        } <= names
+        deployment: Any = client.AppsV1Api(api).read_namespaced_deployment("a-connectops", "ops")
+        assert deployment.spec.template.spec.service_account_name == "a-connectops"
+        sa = "system:serviceaccount:ops:a-connectops"
+        assert _can(api, sa, "patch", "connectors/status", "elsewhere", "connectops.io")
+        assert _can(api, sa, "watch", "connectors", "elsewhere", "connectops.io")
+        assert _can(api, sa, "create", "leases", "elsewhere", "coordination.k8s.io")
+        assert _can(api, sa, "get", "secrets", "elsewhere")
+        assert not _can(api, sa, "list", "secrets", "elsewhere")
+        assert not _can(api, sa, "delete", "connectors", "elsewhere", "connectops.io")
+        assert not _can(api, sa, "update", "connectors", "elsewhere", "connectops.io")
+        assert not _can(api, sa, "create", "pods", "elsewhere")
+        assert not _can(api, sa, "list", "namespaces", None)
+        assert not _can(api, sa, "patch", "clusterkopfpeerings", None, "kopf.dev")
+        spark = "system:serviceaccount:ops:a-connectops-spark-check"
+        assert _can(api, spark, "patch", "configmaps", "ops")
+        assert _can(api, spark, "create", "pods", "ops")
+        assert not _can(api, spark, "get", "secrets", "ops")
+        assert not _can(api, spark, "create", "pods", "elsewhere")
+
+        # 2. Upgrade to peering: kopf's CRDs come in, the peering object is a post-upgrade hook.
+        with helm.Config(kubeconfig_path=kubeconfig, namespace="ops") as cfg:
+            result = cfg.upgrade(str(CHART_DIR), "a", {"peering": {"enabled": True}}, namespace="ops", timeout=120)
+            assert result["status"] == "deployed"
+        peering: Any = client.CustomObjectsApi(api).get_cluster_custom_object(
+            "kopf.dev", "v1", "clusterkopfpeerings", "default"
+        )
+        assert peering["metadata"]["name"] == "default"
+        assert _can(api, sa, "patch", "clusterkopfpeerings", None, "kopf.dev")
+        deployment = client.AppsV1Api(api).read_namespaced_deployment("a-connectops", "ops")
+        assert "--standalone" not in deployment.spec.template.spec.containers[0].args
+
+        # 3. A second, namespaced release; kopf's CRDs already belong to the first one.
+        values = {**VALUE_SETS["namespaced-peering"], "peering": {"enabled": True, "createCRDs": False}}
+        with helm.Config(kubeconfig_path=kubeconfig, namespace="ops-b") as cfg:
+            result = cfg.install(str(CHART_DIR), "b", values, namespace="ops-b", create_namespace=True, timeout=120)
+            assert result["status"] == "deployed"
+        sb = "system:serviceaccount:ops-b:b-connectops"
+        assert _can(api, sb, "patch", "connectors/status", "team-a", "connectops.io")
+        assert _can(api, sb, "patch", "kopfpeerings", "team-b", "kopf.dev")
+        assert not _can(api, sb, "get", "connectors", "elsewhere", "connectops.io")
+        assert not _can(api, sb, "get", "secrets", "elsewhere")
+        assert _can(api, sb, "list", "namespaces", None)
+        assert _can(api, sb, "watch", "customresourcedefinitions", None, "apiextensions.k8s.io")
+        assert _can(api, "system:serviceaccount:team-a:b-connectops-spark-check", "create", "pods", "team-a")
+    finally:
+        for release, namespace in (("b", "ops-b"), ("a", "ops")):
+            with (
+                helm.Config(kubeconfig_path=kubeconfig, namespace=namespace) as cfg,
+                contextlib.suppress(helm.HelmError),
+            ):
+                cfg.uninstall(release)
+        api.close()  # type: ignore[no-untyped-call]
+    # Uninstalled: the RBAC is gone, kopf's CRDs are kept (other kopf operators may use them).
+    api = _api_client(fresh_kube)
+    try:
+        roles: Any = client.RbacAuthorizationV1Api(api).list_cluster_role()
+        assert not [r for r in roles.items if r.metadata.name.startswith(("a-", "b-"))]
+        crds = client.ApiextensionsV1Api(api).list_custom_resource_definition()
+        kept = {c.metadata.name for c in crds.items}
+        assert {"clusterkopfpeerings.kopf.dev", "kopfpeerings.kopf.dev"} <= kept
+    finally:
+        api.close()  # type: ignore[no-untyped-call]

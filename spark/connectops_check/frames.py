@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no type information
+import pyarrow as pa  # pyarrow ships no type information
 
 from connectops_check.snapshot import ConnectorKind, Snapshot
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no type information
+import pyarrow as pa  # pyarrow ships no type information
 
 from connectops_check.frames import Tables
 from connectops_check.results import (

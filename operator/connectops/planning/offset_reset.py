@@ -61,15 +61,31 @@ class PlanError(ValueError):
 
 
 def connector_kind(connector_class: str, rest_type: str | None) -> ConnectorKind:
-    """Kind from the class (MM2 connectors are sources to Connect, but reset differently)."""
+    """Kind from the class (MM2 connectors are sources to Connect, but reset differently).
+
+    In a ``mirrorMaker2`` reset the spec names each connector's role, which wins over this guess
+    (MM2 forks and wrappers use other class names)."""
     simple = connector_class.rsplit(".", 1)[-1]
-    if simple.endswith("MirrorSourceConnector") or simple == "MirrorSourceShapeConnector":
+    if simple.endswith("MirrorSourceConnector"):
         return ConnectorKind.MIRROR_SOURCE
-    if simple.endswith("MirrorCheckpointConnector") or simple == "MirrorCheckpointShapeConnector":
+    if simple.endswith("MirrorCheckpointConnector"):
         return ConnectorKind.MIRROR_CHECKPOINT
-    if simple.endswith("MirrorHeartbeatConnector") or simple == "MirrorHeartbeatShapeConnector":
+    if simple.endswith("MirrorHeartbeatConnector"):
         return ConnectorKind.MIRROR_HEARTBEAT
     return ConnectorKind.SINK if rest_type == "sink" else ConnectorKind.SOURCE
+
+
+def mirror_roles(spec: OffsetResetSpec) -> dict[str, ConnectorKind]:
+    """connector name -> kind, as the spec's mirrorMaker2 block declares them."""
+    mm2 = spec.mirror_maker2
+    if mm2 is None:
+        return {}
+    roles = {mm2.source_connector: ConnectorKind.MIRROR_SOURCE}
+    if mm2.checkpoint_connector:
+        roles[mm2.checkpoint_connector] = ConnectorKind.MIRROR_CHECKPOINT
+    if mm2.heartbeat_connector:
+        roles[mm2.heartbeat_connector] = ConnectorKind.MIRROR_HEARTBEAT
+    return roles
 
 
 def sink_group(connector: str, config: Mapping[str, str]) -> str:

@@ -49,6 +49,7 @@ from connectops.planning.offset_reset import (
     connector_kind,
     diff_offsets,
     expected_after,
+    mirror_roles,
     plan_reset,
     sink_group,
 )
@@ -422,6 +423,7 @@ class OffsetResetExecutor:
         client = run.cluster.client
         version, caps = await run.cluster.capabilities(0.0)
         targets = []
+        roles = mirror_roles(run.spec)
         for connector in run.status["connectors"]:
             info = await client.get_connector(connector)
             if info is None:
@@ -434,7 +436,7 @@ class OffsetResetExecutor:
             targets.append(
                 TargetConnector(
                     name=connector,
-                    kind=_kind(info),
+                    kind=roles.get(connector) or _kind(info),
                     state=state.state if state else "UNASSIGNED",
                     config=info["config"],
                     managed_state=managed,

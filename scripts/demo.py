@@ -162,6 +162,57 @@ def main() -> int:
         print(f"$ cat {demo_files / 'output.txt'}   # copied source -> topic -> sink by Kafka Connect")
         print((demo_files / "output.txt").read_text().rstrip())
         print()
+        reset = {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "OffsetReset",
+            "metadata": {"name": "demo-replay"},
+            "spec": {"connectorRef": {"name": "demo-source"}, "action": "reset"},
+        }
+        custom.create_namespaced_custom_object(GROUP, VERSION, "default", "offsetresets", reset)
+        log("OffsetReset demo-replay applied: reset demo-source's offsets (it re-reads its file)")
+
+        def finished() -> dict[str, Any] | None:
+            obj = custom.get_namespaced_custom_object(GROUP, VERSION, "default", "offsetresets", "demo-replay")
+            status: dict[str, Any] = obj.get("status") or {}
+            return status if status.get("phase") in ("Succeeded", "Failed") else None
+
+        status = wait(finished, 180, "the reset")
+        print(f"$ kubectl get offsetreset demo-replay   # phase {status['phase']}, strategy {status['strategy']}")
+        for entry in status["history"]:
+            print(f"  {entry['time']}  {entry['message']}")
+        print(f"  backup: ConfigMap {status['backup']['configMap']} ({status['backup']['offsets']} partition offsets)")
+        wait(lambda: (demo_files / "output.txt").read_text().count("\n") >= 6, 60, "records re-copied")
+        print(f"$ wc -l {demo_files / 'output.txt'}   # every line again after the reset")
+        print((demo_files / "output.txt").read_text().count("\n"))
+        print()
+        log("running the lag/balance check locally (connectops-check, Spark local[*]) on demo-sink")
+        check = subprocess.run(
+            [
+                str(ROOT / ".venv/bin/connectops-check"),
+                "--bootstrap",
+                env.kafka.bootstrap,
+                "--connect-url",
+                env.connect.url,
+                "--connector",
+                "demo-sink",
+                "--samples",
+                "2",
+                "--interval",
+                "2s",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        if check.returncode != 0:
+            print(check.stderr[-2000:])
+            raise SystemExit("the check failed")
+        verdict = json.loads(check.stdout)
+        print(json.dumps({k: verdict[k] for k in ("connector", "kind", "verdict", "headline")}, indent=2))
+        for reason in verdict["reasons"]:
+            print(f"  {reason['severity']:<9} {reason['code']}: {reason['message']}")
+        print()
         log(f"demo complete in {time.monotonic() - t0:.1f}s")
         if args.keep:
             print(

@@ -38,14 +38,20 @@ def _run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=getattr(logging, args.log_level.upper()))
     import connectops.handlers  # noqa: F401 - registers the handlers with kopf
 
+    peering: dict[str, object] = {}
+    if not args.standalone:
+        # peers of equal priority all pause (kopf's rule), so each replica needs its own; naming
+        # the peering makes it mandatory: no replica acts before the peering object exists
+        peering = {
+            "priority": args.priority if args.priority is not None else random.randint(1, 10_000),
+            "peering_name": args.peering,
+        }
     kopf.run(
         clusterwide=not args.namespace,
         namespaces=args.namespace or (),
         standalone=args.standalone,
-        # peers of equal priority all pause (kopf's rule), so each replica needs its own
-        priority=args.priority if args.priority is not None else random.randint(1, 10_000),
-        peering_name=args.peering,
         liveness_endpoint=args.liveness or None,
+        **peering,  # type: ignore[arg-type]
     )
     return 0
 
@@ -60,7 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
     crds.set_defaults(func=_crds)
 
     run = sub.add_parser("run", help="run the operator")
-    run.add_argument("--namespace", "-n", action="append", help="watch only this namespace")
+    scope = run.add_mutually_exclusive_group()
+    scope.add_argument("--namespace", "-n", action="append", help="watch only this namespace (repeatable, globs)")
+    scope.add_argument("--all-namespaces", "-A", action="store_true", help="watch every namespace (the default)")
     run.add_argument("--standalone", action="store_true", help="no peering (single replica)")
     run.add_argument("--priority", type=int, default=None, help="kopf peering priority (default: random)")
     run.add_argument("--peering", default="default", help="kopf peering object name (the chart creates it)")

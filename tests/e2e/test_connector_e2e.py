@@ -81,6 +81,13 @@ def test_create_update_and_no_needless_puts(
     assert count_config_writes(connect, name) == 1
     # …and nothing was written to the object either (status only written on change)
     assert k8s.get("connectors", name)["metadata"]["resourceVersion"] == version
+    # GitOps: spec untouched; kopf's bookkeeping annotations are under our prefix and stable
+    meta = k8s.get("connectors", name)["metadata"]
+    assert "connectops.io/last-handled-configuration" in meta["annotations"]
+    assert all(key.startswith("connectops.io/") for key in meta["annotations"])
+    assert meta["finalizers"] == ["connectops.io/finalizer"]
+    stored = k8s.get("connectors", name)["spec"]
+    assert {k: stored[k] for k in spec} == spec  # only the API server's schema defaults are added
 
     k8s.patch_spec("connectors", name, {"producerOverrides": {"lingerMs": 50, "batchSize": 32768}})
     wait_for(lambda: connect_rest.config(name).get("producer.override.linger.ms") == "50", 60, "linger.ms applied")
@@ -265,7 +272,12 @@ def test_unknown_fields_never_reach_the_operator(k8s: K8s, cluster: str, tmp_pat
 
 
 def test_secret_values_stay_secret(
-    k8s: K8s, cluster: str, tmp_path: Path, connect_rest: ConnectREST, kube_client: Any
+    k8s: K8s,
+    cluster: str,
+    tmp_path: Path,
+    connect_rest: ConnectREST,
+    kube_client: Any,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     secret = f"s3cret-{uuid.uuid4().hex}"
     k8s.create_secret("creds", {"value": secret})
@@ -282,6 +294,9 @@ def test_secret_values_stay_secret(
     assert all(secret not in (e.message or "") for e in events)
     core = kubernetes.client.CoreV1Api(kube_client)
     assert core.read_namespaced_secret("creds", k8s.ns).data  # the secret itself is intact
+    # the operator runs in this process (KopfRunner): its whole log for this test is here
+    assert any("kopf" in r.name for r in caplog.records)
+    assert secret not in caplog.text
 
 
 def test_failed_tasks_restarted_with_bounded_backoff(

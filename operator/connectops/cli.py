@@ -35,7 +35,14 @@ def _run(args: argparse.Namespace) -> int:
         from prometheus_client import start_http_server
 
         start_http_server(args.metrics_port)
-    logging.basicConfig(level=getattr(logging, args.log_level.upper()))
+    kopf.configure(
+        debug=args.log_level.lower() == "debug",
+        quiet=args.log_level.lower() in ("warning", "error"),
+        log_format=kopf.LogFormat.JSON if args.log_format == "json" else kopf.LogFormat.FULL,
+        log_refkey="object",
+    )
+    # one line per HTTP request to Connect is noise at INFO; failures are logged by kopf
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     import connectops.handlers  # noqa: F401 - registers the handlers with kopf
 
     peering: dict[str, object] = {}
@@ -74,7 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--peering", default="default", help="kopf peering object name (the chart creates it)")
     run.add_argument("--liveness", default="", help="e.g. http://0.0.0.0:8080/healthz")
     run.add_argument("--metrics-port", type=int, default=0, help="serve Prometheus metrics")
-    run.add_argument("--log-level", default="info")
+    run.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    run.add_argument("--log-format", default="text", choices=["text", "json"], help="json: one object per line")
     run.set_defaults(func=_run)
     return parser
 

@@ -9,3 +9,10 @@ RECONCILE_ERRORS = Counter(
     "connectops_reconcile_errors_total", "Reconciles that ended in a retryable error", ["kind", "error"]
 )
 RECONCILE_SECONDS = Histogram("connectops_reconcile_seconds", "Reconcile duration", ["kind"])
+RESETS = Counter(
+    "connectops_offset_resets_total", "OffsetResets that reached a final phase", ["action", "strategy", "phase"]
+)
+RESET_STEP_SECONDS = Histogram(
+    "connectops_offset_reset_step_seconds", "Duration of one reset step attempt that succeeded", ["step"]
+)
+CHECKS = Counter("connectops_checks_total", "Lag/balance checks that finished", ["state", "verdict"])

@@ -75,10 +75,18 @@ def backup_doc(k8s: K8s, cm: str) -> dict[str, Any]:
 
 
 def test_source_reset_rest_rereads_from_start(k8s: K8s, cluster: str, tmp_path: Path, connect: ConnectWorker) -> None:
+    from prometheus_client import REGISTRY
+
+    def succeeded() -> float:
+        labels = {"action": "reset", "strategy": "rest", "phase": "Succeeded"}
+        return REGISTRY.get_sample_value("connectops_offset_resets_total", labels) or 0.0
+
     rest = ConnectREST(connect)
     name, topic = make_source(k8s, tmp_path, cluster, connect)
     before = offsets(rest, name)
+    counted = succeeded()
     status = reset(k8s, "r1", {"connectorRef": {"name": name}, "action": "reset"})
+    assert succeeded() == counted + 1  # the operator runs in this process: its Prometheus registry too
     assert status["strategy"] == "rest"
     assert [s["state"] for s in status["steps"]] == [
         "Done",

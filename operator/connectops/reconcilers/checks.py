@@ -12,6 +12,7 @@ import time
 from datetime import datetime
 from typing import Any
 
+from connectops import metrics
 from connectops.adapters.kube import KubeClient, KubeError, KubeObjectMissing
 from connectops.models.base import utcnow_iso
 from connectops.models.checks import CheckSpec, SparkCheckDefaults
@@ -123,6 +124,7 @@ class CheckRunner:
             except (KubeError, KeyError, ValueError) as exc:
                 error = f"verdict ConfigMap {verdict_config_map(name)} unreadable: {exc}"
         updated = {**last, "state": state, "finishedAt": utcnow_iso()}
+        metrics.CHECKS.labels(state=state, verdict=(verdict or {}).get("verdict", "none")).inc()
         if verdict is not None:
             updated["verdict"] = verdict.get("verdict")
             # nulls would vanish in the merge patch anyway; leaving them out keeps status == stored

@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from connectops import failpoints
+from connectops import failpoints, metrics
 from connectops.adapters.connect_rest import ConnectError, ConnectNotFound
 from connectops.adapters.kafka_offsets import KafkaOffsets, KafkaOffsetsError, OffsetRecord
 from connectops.adapters.kube import KubeClient, KubeError, LockHeld
@@ -290,6 +290,7 @@ class OffsetResetExecutor:
                 raise
             failpoints.hit(str(step), "effects")
             elapsed = time.monotonic() - started
+            metrics.RESET_STEP_SECONDS.labels(step=str(step)).observe(elapsed)
             run.set_step(step, state="Done", finishedAt=utcnow_iso(), message=message)
             run.history(f"{step}: {message} ({elapsed:.2f}s)")
             run.emit("Normal", f"Step{str(step)[0].upper()}{str(step)[1:]}", message)
@@ -313,6 +314,9 @@ class OffsetResetExecutor:
         run.status["currentStep"] = None
         run.status["conditions"] = conditions.dump()
         await self._save(run.namespace, run.name, run.status)
+        metrics.RESETS.labels(
+            action=str(run.spec.action), strategy=str(run.status.get("strategy")), phase=run.status["phase"]
+        ).inc()
 
     async def _check_spec(self, run_namespace: str, spec: OffsetResetSpec) -> CheckSpec:
         if spec.connector_ref is None:
@@ -402,6 +406,9 @@ class OffsetResetExecutor:
         )
         run.status.update({"phase": "Failed", "currentStep": None, "conditions": conditions.dump()})
         await self._save(run.namespace, run.name, run.status)
+        metrics.RESETS.labels(
+            action=str(run.spec.action), strategy=str(run.status.get("strategy")), phase="Failed"
+        ).inc()
 
     # -- steps ------------------------------------------------------------------------------------
 

@@ -57,17 +57,16 @@ CORE_RULES = {
     (
         "connectops.io",
         ("connectclusters/status", "connectors/status", "offsetresets/status"),
-        ("get", "patch", "update"),
+        ("patch",),
     ),
-    ("", ("events",), ("create", "patch")),
-    ("events.k8s.io", ("events",), ("create", "patch")),
-    ("", ("configmaps",), ("get", "list", "create", "update", "patch")),
+    ("", ("events",), ("create",)),
+    ("", ("configmaps",), ("get", "create", "update")),
     ("", ("secrets",), ("get",)),
-    ("coordination.k8s.io", ("leases",), ("get", "create", "update", "delete")),
-    ("sparkoperator.k8s.io", ("sparkapplications",), ("get", "list", "watch", "create", "delete")),
+    ("coordination.k8s.io", ("leases",), ("get", "create", "delete")),
+    ("sparkoperator.k8s.io", ("sparkapplications",), ("get", "create", "delete")),
 }
-CRD_READS = ("apiextensions.k8s.io", ("customresourcedefinitions",), ("get", "list", "watch"))
-NAMESPACE_READS = ("", ("namespaces",), ("get", "list", "watch"))
+CRD_READS = ("apiextensions.k8s.io", ("customresourcedefinitions",), ("list", "watch"))
+NAMESPACE_READS = ("", ("namespaces",), ("list", "watch"))
 CLUSTER_PEERING = ("kopf.dev", ("clusterkopfpeerings",), ("get", "list", "watch", "patch"))
 NAMESPACED_PEERING = ("kopf.dev", ("kopfpeerings",), ("get", "list", "watch", "patch"))
 
@@ -257,12 +256,12 @@ def test_rules_come_from_one_list(rendered: dict[str, list[Obj]]) -> None:
 
 
 def test_omit_rules_drops_a_rule_or_a_verb() -> None:
-    objects = render({"rbac": {"omitRules": ["secrets", "configmaps/patch", "crds/get"]}})
+    objects = render({"rbac": {"omitRules": ["secrets", "configmaps/update", "crds/list"]}})
     [role] = by_kind(objects, "ClusterRole")
     rules = _rule_set(role)
     assert not any(res == ("secrets",) for _, res, _ in rules)
-    assert ("", ("configmaps",), ("get", "list", "create", "update")) in rules
-    assert ("apiextensions.k8s.io", ("customresourcedefinitions",), ("list", "watch")) in rules
+    assert ("", ("configmaps",), ("get", "create")) in rules
+    assert ("apiextensions.k8s.io", ("customresourcedefinitions",), ("watch",)) in rules
     assert len(rules) == len(CORE_RULES | {CRD_READS}) - 1
 
 

@@ -25,28 +25,21 @@ Each entry:
   why: conditions and bookkeeping live in the status subresource
   apiGroups: [connectops.io]
   resources: [connectclusters/status, connectors/status, offsetresets/status]
-  verbs: [get, patch, update]
+  verbs: [patch]
 - id: events
   scope: namespaced
   mode: any
-  why: every change and drift correction is an Event (kopf posts core/v1 Events)
+  why: every change and drift correction is an Event (kopf posts core/v1 Events, never patches them)
   apiGroups: [""]
   resources: [events]
-  verbs: [create, patch]
-- id: events-k8s-io
-  scope: namespaced
-  mode: any
-  why: the same Events through the events.k8s.io API
-  apiGroups: [events.k8s.io]
-  resources: [events]
-  verbs: [create, patch]
+  verbs: [create]
 - id: configmaps
   scope: namespaced
   mode: any
-  why: offset backups before a reset, and the Spark check's verdicts
+  why: offset backups before a reset (create, or update when a resumed step re-writes it), check verdicts (get)
   apiGroups: [""]
   resources: [configmaps]
-  verbs: [get, list, create, update, patch]
+  verbs: [get, create, update]
 - id: secrets
   scope: namespaced
   mode: any
@@ -57,17 +50,17 @@ Each entry:
 - id: leases
   scope: namespaced
   mode: any
-  why: the per-connector offset-reset lock
+  why: the per-connector offset-reset lock (taken by create, released by delete, read by every reconcile)
   apiGroups: [coordination.k8s.io]
   resources: [leases]
-  verbs: [get, create, update, delete]
+  verbs: [get, create, delete]
 - id: sparkapplications
   scope: namespaced
   mode: any
   why: lag and partition-balance checks run as SparkApplications (Spark operator)
   apiGroups: [sparkoperator.k8s.io]
   resources: [sparkapplications]
-  verbs: [get, list, watch, create, delete]
+  verbs: [get, create, delete]
 - id: kopf-cluster-peering
   scope: cluster
   mode: clusterwide
@@ -90,14 +83,14 @@ Each entry:
   why: kopf lists and watches CRDs to notice its resources appearing and changing
   apiGroups: [apiextensions.k8s.io]
   resources: [customresourcedefinitions]
-  verbs: [get, list, watch]
+  verbs: [list, watch]
 - id: namespaces
   scope: cluster
   mode: namespaced
   why: kopf lists and watches namespaces when given --namespace (not when watching all of them)
   apiGroups: [""]
   resources: [namespaces]
-  verbs: [get, list, watch]
+  verbs: [list, watch]
 {{- end -}}
 
 {{/*

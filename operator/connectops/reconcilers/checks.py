@@ -8,6 +8,7 @@ into conditions. No second writer races it for the conditions list.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from datetime import datetime
 from typing import Any
@@ -35,6 +36,8 @@ from connectops.planning.checks import (
 )
 from connectops.reconcilers.common import Conditions
 from connectops.settings import Settings
+
+log = logging.getLogger(__name__)
 
 #: lastCheck states after which nothing is polled any more
 FINAL = frozenset({*TERMINAL_STATES, "TIMEOUT", "NOT_SUBMITTED", "MISSING"})
@@ -91,6 +94,10 @@ class CheckRunner:
                     "kubeflow spark-operator, or disable checks"
                 ],
             }
+        except KubeError as exc:
+            # a check must never block the change it follows (e.g. RBAC without sparkapplications)
+            log.warning("check not submitted: %s", exc)
+            return {**last, "state": "NOT_SUBMITTED", "reasons": [f"could not create the SparkApplication: {exc}"]}
         return {**last, "state": "PENDING"}
 
     async def poll(
@@ -105,11 +112,17 @@ class CheckRunner:
         except KubeObjectMissing:
             updated = {**last, "state": "MISSING", "finishedAt": utcnow_iso()}
             return updated, conditions_for("MISSING", None, f"SparkApplication {name} disappeared")
-        state = ((app.get("status") or {}).get("applicationState") or {}).get("state") or "PENDING"
+        except KubeError as exc:
+            log.warning("check %s not readable now: %s", name, exc)
+            app = {}  # judged by its age alone; read again at the next resync
+        state = ((app.get("status") or {}).get("applicationState") or {}).get("state") or last.get("state", "PENDING")
         if state not in TERMINAL_STATES:
             started = _epoch(last.get("startedAt"))
             if started is not None and time.time() - started > check.timeout_seconds:
-                await self._kube.delete_object(SPARK_GROUP, SPARK_VERSION, namespace, SPARK_PLURAL, name)
+                try:
+                    await self._kube.delete_object(SPARK_GROUP, SPARK_VERSION, namespace, SPARK_PLURAL, name)
+                except KubeError as exc:
+                    log.warning("could not delete the timed-out check: %s", exc)
                 updated = {**last, "state": "TIMEOUT", "finishedAt": utcnow_iso()}
                 return updated, conditions_for(
                     "TIMEOUT", None, f"no verdict after {check.timeout_seconds}s (last state {state})"

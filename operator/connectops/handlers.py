@@ -91,17 +91,16 @@ def _emitter(body: Any) -> EmitEvent:
     return emit
 
 
+def _retry_later(exc: BaseException, retry: int) -> kopf.TemporaryError | kopf.PermanentError:
+    return as_kopf_error(exc, retry=retry, base=SETTINGS.retry_seconds, maximum=SETTINGS.retry_max_seconds)
+
+
 def _publish(outcome: Outcome, body: Any, patch: kopf.Patch, retry: int, kind: str) -> None:
     for key, value in status_patch(body.get("status") or {}, outcome.status).items():
         patch.status[key] = value
     if outcome.error is not None:
         metrics.RECONCILE_ERRORS.labels(kind=kind, error=type(outcome.error).__name__).inc()
-        raise as_kopf_error(
-            outcome.error,
-            retry=retry,
-            base=SETTINGS.retry_seconds,
-            maximum=SETTINGS.retry_max_seconds,
-        )
+        raise _retry_later(outcome.error, retry)
 
 
 # -- Connector -----------------------------------------------------------------------------------
@@ -137,9 +136,7 @@ async def connector_deleted(body: kopf.Body, retry: int, **_: Any) -> None:
         try:
             await rt.connectors.delete(ConnectorObject.from_body(body), _emitter(body))
         except Exception as exc:
-            raise as_kopf_error(
-                exc, retry=retry, base=SETTINGS.retry_seconds, maximum=SETTINGS.retry_max_seconds
-            ) from None
+            raise _retry_later(exc, retry) from None
     rt.locks.pop(body["metadata"]["uid"], None)
 
 
@@ -200,7 +197,7 @@ async def offset_reset(body: kopf.Body, retry: int, **_: Any) -> None:
             await rt.resets.run(body, _emitter(body))
     except Exception as exc:
         metrics.RECONCILE_ERRORS.labels(kind="OffsetReset", error=type(exc).__name__).inc()
-        raise as_kopf_error(exc, retry=retry, base=SETTINGS.retry_seconds, maximum=SETTINGS.retry_max_seconds) from None
+        raise _retry_later(exc, retry) from None
 
 
 @kopf.timer(GROUP, VERSION, "offsetresets", interval=SETTINGS.resync_seconds, initial_delay=SETTINGS.resync_seconds)
@@ -211,7 +208,7 @@ async def offset_reset_check(body: kopf.Body, **_: Any) -> None:
         try:
             await rt.resets.follow_check(body, _emitter(body))
         except Exception as exc:
-            raise as_kopf_error(exc, retry=0, base=SETTINGS.retry_seconds, maximum=SETTINGS.retry_max_seconds) from None
+            raise _retry_later(exc, 0) from None
 
 
 @kopf.on.delete(GROUP, VERSION, "offsetresets", optional=True)

@@ -34,16 +34,13 @@ from connectops.models.base import utcnow_iso
 from connectops.models.checks import CheckSpec
 from connectops.models.connector import ConnectorSpec
 from connectops.models.offset_reset import (
-    OffsetEntry,
     OffsetResetSpec,
     OffsetSyncsCleanup,
     ResetAction,
-    ResetStrategy,
 )
 from connectops.planning.offset_reset import (
     ConnectorKind,
     PlanError,
-    ResetPlan,
     Step,
     TargetConnector,
     connector_kind,
@@ -64,6 +61,11 @@ TERMINAL = frozenset({"Succeeded", "Failed", "Planned"})
 HISTORY_LIMIT = 30
 #: a ConfigMap holds at most 1 MiB; larger backups are gzipped into binaryData
 _INLINE_LIMIT = 700 * 1024
+
+
+def lock_holder(namespace: str, name: str, uid: str) -> str:
+    """The Lease holder identity of one OffsetReset (the uid: a re-created namesake is another holder)."""
+    return f"{GROUP}/offsetreset/{namespace}/{name}/{uid}"
 
 
 def spec_hash(spec: dict[str, Any]) -> str:
@@ -226,7 +228,7 @@ class OffsetResetExecutor:
             cluster_name, _ = await self._target(meta["namespace"], OffsetResetSpec.model_validate(spec_raw))
         except (KubeError, ValidationError):
             return
-        holder = f"{GROUP}/offsetreset/{meta['namespace']}/{meta['name']}/{meta['uid']}"
+        holder = lock_holder(meta["namespace"], meta["name"], meta["uid"])
         for connector in connectors:
             await self._kube.release_lock(meta["namespace"], cluster_name, connector, holder)
 
@@ -413,7 +415,7 @@ class OffsetResetExecutor:
     # -- steps ------------------------------------------------------------------------------------
 
     def _holder(self, run: Run) -> str:
-        return f"{GROUP}/offsetreset/{run.namespace}/{run.name}/{run.uid}"
+        return lock_holder(run.namespace, run.name, run.uid)
 
     async def _lock(self, run: Run) -> str:
         owner = {"apiVersion": f"{GROUP}/v1alpha1", "kind": "OffsetReset", "name": run.name, "uid": run.uid}
@@ -443,7 +445,8 @@ class OffsetResetExecutor:
             targets.append(
                 TargetConnector(
                     name=connector,
-                    kind=roles.get(connector) or _kind(info),
+                    kind=roles.get(connector)
+                    or connector_kind(str(info["config"].get("connector.class", "")), info.get("type")),
                     state=state.state if state else "UNASSIGNED",
                     config=info["config"],
                     managed_state=managed,
@@ -784,10 +787,6 @@ class OffsetResetExecutor:
         return "connector(s) in their resumed state"
 
 
-def _kind(info: dict[str, Any]) -> ConnectorKind:
-    return connector_kind(str(info["config"].get("connector.class", "")), info.get("type"))
-
-
 def _timestamp_ms(text: str) -> int:
     if text.isdigit():
         return int(text)
@@ -813,6 +812,3 @@ def _record_from_json(item: dict[str, Any]) -> OffsetRecord:
         connector=None,
         partition_map=None,
     )
-
-
-__all__ = ["OffsetEntry", "OffsetResetExecutor", "ResetPlan", "ResetStrategy"]

@@ -103,6 +103,19 @@ def test_delay_is_measured(proxy: FaultProxy) -> None:
     assert seen.seconds >= 0.8
 
 
+def test_max_in_flight_counts_concurrent_requests(proxy: FaultProxy) -> None:
+    import concurrent.futures
+
+    proxy.add_rule(FaultRule("delay", seconds=0.5, path=r"^/connectors$"))
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        answers = list(pool.map(lambda _: httpx.get(f"{proxy.url}/connectors", timeout=10).status_code, range(4)))
+    assert answers == [200] * 4
+    assert proxy.max_in_flight == 4
+    httpx.get(f"{proxy.url}/", timeout=10)
+    proxy.reset()
+    assert proxy.max_in_flight == 0
+
+
 def test_fault_after_upstream_still_reaches_connect(proxy: FaultProxy, connect: ConnectWorker) -> None:
     name = f"fp-after-{uuid.uuid4().hex[:6]}"
     config = {"connector.class": "org.apache.kafka.connect.file.FileStreamSourceConnector", "topic": "t"}

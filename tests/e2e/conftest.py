@@ -17,7 +17,10 @@ import pytest
 import yaml
 from kubernetes.client.exceptions import ApiException
 
+from tests.env.records import topic_record_count
 from tests.env.servers import ConnectWorker, KubeAPI
+
+__all__ = ["topic_record_count"]  # tests import it from here
 
 ROOT = Path(__file__).resolve().parents[2]
 GROUP, VERSION = "connectops.io", "v1alpha1"
@@ -241,39 +244,6 @@ def count_config_writes(worker: ConnectWorker, connector: str) -> int:
             seen[msg.partition()] = msg.offset() + 1
             if msg.key() == f"connector-{connector}".encode() and msg.value() is not None:
                 count += 1
-        return count
-    finally:
-        consumer.close()
-
-
-def topic_record_count(bootstrap: str, topic: str, idle: float = 2.0) -> int:
-    """Records in ``topic``, counted by reading it from the start until it stays quiet.
-
-    Not from watermarks: Tansu reports a partition's end offset as the last *batch*'s base offset
-    + 1 (a 3-record batch moves it by one), where Apache Kafka reports the next record's offset.
-    """
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"count-{uuid.uuid4().hex[:6]}",
-            "enable.auto.commit": False,
-            "enable.partition.eof": False,
-        }
-    )
-    try:
-        meta = consumer.list_topics(topic, timeout=10)
-        if topic not in meta.topics or meta.topics[topic].error is not None:
-            return 0
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in meta.topics[topic].partitions])
-        count, quiet_since, deadline = 0, time.monotonic(), time.monotonic() + 30
-        while time.monotonic() - quiet_since < idle and time.monotonic() < deadline:
-            batch = consumer.consume(num_messages=1000, timeout=0.3)
-            real = [m for m in batch if m.error() is None]
-            if real:
-                count += len(real)
-                quiet_since = time.monotonic()
         return count
     finally:
         consumer.close()

@@ -69,3 +69,32 @@ def test_persistent_failure_ends_failed_and_resumes(
     wait_for(lambda: ConnectREST(connect).state(name) == "RUNNING", 60, "connector resumed")
     assert topic_record_count(connect.bootstrap, topic) == len(LINES)
     assert any(e.reason == "ResetFailed" and e.type == "Warning" for e in k8s.events("doomed"))
+
+
+def test_failed_resume_is_retried_until_the_connector_runs(
+    k8s: K8s, proxied_cluster: str, proxy: FaultProxy, connect: ConnectWorker, tmp_path: Path
+) -> None:
+    name, topic = make_source(k8s, tmp_path, proxied_cluster, connect)
+    rule = proxy.add_rule(FaultRule.status(503, "injected: worker draining", method="PUT", path=r"/resume$"))
+    status = reset(k8s, "stuck", {"connectorRef": {"name": name}, "action": "reset"}, phase="Failed", timeout=300)
+    assert status["pendingResume"] is True
+    cond = next(c for c in status["conditions"] if c["type"] == "Succeeded")
+    # the offsets were reset before resume failed: the message must not say otherwise
+    assert "WERE changed" in cond["message"], cond
+    assert "Resuming failed too" in cond["message"]
+    assert ConnectREST(connect).state(name) == "STOPPED"
+    # the operator keeps trying (kopf retries the failed resume), and the Lease is released
+    fired = rule.fired
+    wait_for(lambda: rule.fired > fired, 30, "resume retried")
+    proxy.remove_rule(rule)
+    final = wait_for(
+        lambda: (s := k8s.get("offsetresets", "stuck")["status"]).get("pendingResume") is None and s,
+        60,
+        "pendingResume cleared",
+    )
+    assert final["phase"] == "Failed"
+    cond = next(c for c in final["conditions"] if c["type"] == "Succeeded")
+    assert "resumed afterwards" in cond["message"]
+    wait_for(lambda: ConnectREST(connect).state(name) == "RUNNING", 60, "connector running")
+    wait_for(lambda: topic_record_count(connect.bootstrap, topic) == 2 * len(LINES), 60, "re-read once")
+    assert any(e.reason == "Resumed" for e in k8s.events("stuck"))

@@ -224,6 +224,10 @@ class FaultProxy:
         self._connections: set[asyncio.Task[None]] = set()
         self._ready = threading.Event()
         self._start_error: BaseException | None = None
+        # Requests being served right now and the most seen at once: how a benchmark shows the
+        # operator's bound on concurrent Connect calls holds.
+        self._in_flight = 0
+        self._max_in_flight = 0
 
     # Lifecycle ---------------------------------------------------------------------------------
 
@@ -311,6 +315,7 @@ class FaultProxy:
         with self._lock:
             self._rules = []
             self._log.clear()
+            self._max_in_flight = self._in_flight
 
     def _choose(self, method: str, path: str) -> FaultRule | None:
         with self._lock:
@@ -387,14 +392,35 @@ class FaultProxy:
                     return
         except (ConnectionError, asyncio.IncompleteReadError):
             return
+        except asyncio.CancelledError:
+            # Shutdown cancels open connections. Ending the task normally, rather than as
+            # cancelled, keeps Python 3.11's stream callback (task.exception() on a cancelled
+            # task raises) from printing a traceback for each of them.
+            return
         finally:
             self._connections.discard(task)
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
 
+    @property
+    def max_in_flight(self) -> int:
+        """The most requests this proxy was serving at the same moment since start or reset."""
+        with self._lock:
+            return self._max_in_flight
+
     async def _handle(self, request: _Request, writer: asyncio.StreamWriter) -> bool:
         """Serve one request; False when the connection must be closed afterwards."""
+        with self._lock:
+            self._in_flight += 1
+            self._max_in_flight = max(self._max_in_flight, self._in_flight)
+        try:
+            return await self._serve(request, writer)
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+
+    async def _serve(self, request: _Request, writer: asyncio.StreamWriter) -> bool:
         started = time.monotonic()
         rule = self._choose(request.method, request.path)
         upstream: _Response | None = None

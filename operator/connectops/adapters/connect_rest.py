@@ -39,7 +39,9 @@ class ConnectUnavailable(ConnectError):
 
 
 class ConnectRebalancing(ConnectError):
-    """409 while the worker group rebalances or a config change is in flight: retry soon."""
+    """409 while the worker group rebalances or a config change is in flight, or a 500 saying a
+    rebalance is expected (what a worker answers between losing and regaining its assignment):
+    retry soon."""
 
     retryable = True
 
@@ -118,6 +120,8 @@ class ConnectClient:
         redactor: Redactor = NO_SECRETS,
         rebalance_retries: int = 3,
         rebalance_delay: float = 0.5,
+        read_retries: int = 2,
+        read_retry_delay: float = 0.2,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self._client = httpx.AsyncClient(
@@ -132,6 +136,8 @@ class ConnectClient:
         self._redact = redactor
         self._rebalance_retries = rebalance_retries
         self._rebalance_delay = rebalance_delay
+        self._read_retries = read_retries
+        self._read_retry_delay = read_retry_delay
         self.request_count = 0
 
     async def aclose(self) -> None:
@@ -155,27 +161,37 @@ class ConnectClient:
         operation: str,
     ) -> httpx.Response:
         attempt = 0
+        read_attempt = 0
         while True:
+            error: ConnectError
             try:
                 async with self._sem:
                     self.request_count += 1
                     response = await self._client.request(method, path, json=body, params=params)
             except httpx.TimeoutException as exc:
+                # Not retried here: a worker that hangs would hold the caller for several timeouts.
                 raise ConnectUnavailable(
                     f"{operation}: Connect did not answer in time ({type(exc).__name__})",
                     operation=operation,
                 ) from None
             except httpx.HTTPError as exc:
-                raise ConnectUnavailable(
+                error = ConnectUnavailable(
                     f"{operation}: cannot reach Connect ({type(exc).__name__}: {self._redact(str(exc))})",
                     operation=operation,
-                ) from None
-            if response.status_code < 400:
-                return response
-            error = self._error_for(response, operation)
+                )
+            else:
+                if response.status_code < 400:
+                    return response
+                error = self._error_for(response, operation)
             if isinstance(error, ConnectRebalancing) and attempt < self._rebalance_retries:
                 attempt += 1
                 await asyncio.sleep(self._rebalance_delay * 2 ** (attempt - 1))
+                continue
+            # A GET changes nothing, so a dropped connection or a 5xx is retried at once, briefly:
+            # one flaky answer must not cost a whole reconcile (or a reset step) its attempt.
+            if method == "GET" and isinstance(error, ConnectUnavailable) and read_attempt < self._read_retries:
+                read_attempt += 1
+                await asyncio.sleep(self._read_retry_delay * read_attempt)
                 continue
             raise error
 
@@ -193,6 +209,8 @@ class ConnectClient:
         if status in (401, 403):
             return ConnectAuthFailed(text, status=status, operation=operation)
         if status >= 500:
+            if "rebalance" in message.lower():
+                return ConnectRebalancing(text, status=status, operation=operation)
             return ConnectUnavailable(text, status=status, operation=operation)
         return ConnectRejected(text, status=status, operation=operation)
 

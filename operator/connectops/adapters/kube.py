@@ -124,6 +124,18 @@ class KubeClient:
         )
         return obj
 
+    async def custom_objects(self, namespace: str, plural: str) -> list[dict[str, Any]]:
+        listing: dict[str, Any] = await self._call(
+            self._custom.list_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            namespace,
+            plural,
+            what=f"{plural} in {namespace}",
+        )
+        items: list[dict[str, Any]] = listing.get("items") or []
+        return items
+
     async def patch_status(self, namespace: str, plural: str, name: str, status: dict[str, Any]) -> None:
         """Merge-patch ``status`` now (not at the end of a kopf handler): the reset step machine
         must have each step's start and end durable before it moves on."""

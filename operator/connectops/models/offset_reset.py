@@ -194,6 +194,10 @@ class OffsetResetStatus(StatusModel):
     previous_states: dict[str, str] = Field(default_factory=dict, description="Connector states before the reset.")
     steps: list[StepStatus] = Field(default_factory=list, description="The step machine.")
     current_step: str | None = Field(default=None, description="The step in progress.")
+    pending_resume: bool | None = Field(
+        default=None,
+        description="The reset failed and resuming its connectors failed too: the operator keeps retrying the resume.",
+    )
     plan: dict[str, Any] | None = Field(default=None, description="What was (or would be) done.")
     backup: BackupStatus | None = Field(default=None, description="Where the old offsets are.")
     history: list[HistoryEntry] = Field(default_factory=list, description="Last events (bounded).")

@@ -68,6 +68,17 @@ def lock_holder(namespace: str, name: str, uid: str) -> str:
     return f"{GROUP}/offsetreset/{namespace}/{name}/{uid}"
 
 
+def offsets_outcome(reset_step: dict[str, Any], action: str, backup: str | None) -> str:
+    """What a failed reset did to the offsets, as far as the operator can know, from its reset step."""
+    kept = f" (the old offsets are in ConfigMap {backup})" if backup else ""
+    if reset_step.get("state") == "Done":
+        return f"The offsets WERE changed by the {action}{kept}"
+    if int(reset_step.get("attempts", 0)) > 0:
+        # a change may have reached Connect with its answer lost on the way back
+        return f"The offsets may have been changed: the reset step ran and did not confirm{kept}"
+    return "Offsets were not changed"
+
+
 def spec_hash(spec: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -134,7 +145,9 @@ class OffsetResetExecutor:
 
     # -- entry point ------------------------------------------------------------------------------
 
-    async def run(self, body: Any, emit: EmitEvent) -> None:
+    async def run(self, body: Any, emit: EmitEvent) -> bool:
+        """Run or resume the step machine. True when this call took the reset to its end (the
+        caller then hands the connectors back to their Connector reconcile at once)."""
         meta = body["metadata"]
         namespace, name = meta["namespace"], meta["name"]
         status: dict[str, Any] = json.loads(json.dumps(dict(body.get("status") or {})))
@@ -155,7 +168,10 @@ class OffsetResetExecutor:
                 )
                 await self._save(namespace, name, {"conditions": conditions.dump()})
             if status.get("phase") in TERMINAL:
-                return
+                if status.get("pendingResume"):
+                    await self._finish_resume(body, emit)
+                    return True
+                return False
             raw_spec = status["executedSpec"]
         try:
             spec = OffsetResetSpec.model_validate(raw_spec)
@@ -173,7 +189,7 @@ class OffsetResetExecutor:
                     "conditions": conditions.dump(),
                 },
             )
-            return
+            return False
         if not status.get("specHash"):
             status.update(
                 {
@@ -196,6 +212,34 @@ class OffsetResetExecutor:
         if cluster.spec.kafka is not None:
             run.kafka = KafkaOffsets(cluster.spec.kafka.bootstrap_servers, cluster.spec.kafka.config)
         await self._execute(run, body)
+        return True
+
+    async def managing_connectors(self, body: Any) -> list[str]:
+        """Names of the Connector objects that manage the connectors this reset touched.
+
+        While the reset held its lock their status said "offset reset in progress"; left alone
+        they would say so until their next resync.
+        """
+        namespace = body["metadata"]["namespace"]
+        status = body.get("status") or {}
+        try:
+            spec = OffsetResetSpec.model_validate(status.get("executedSpec") or body.get("spec") or {})
+        except ValidationError:
+            return []
+        if spec.connector_ref is not None:
+            return [spec.connector_ref.name]
+        assert spec.cluster_ref is not None
+        touched = set(status.get("connectors") or [])
+        names = []
+        for obj in await self._kube.custom_objects(namespace, "connectors"):
+            try:
+                managed = ConnectorSpec.model_validate(obj.get("spec") or {})
+            except ValidationError:
+                continue
+            name = obj["metadata"]["name"]
+            if managed.cluster_ref.name == spec.cluster_ref.name and (managed.connector_name or name) in touched:
+                names.append(name)
+        return names
 
     async def _target(self, namespace: str, spec: OffsetResetSpec) -> tuple[str, str]:
         if spec.connector_ref is not None:
@@ -371,12 +415,18 @@ class OffsetResetExecutor:
 
     async def _fail(self, run: Run, step: Step, message: str, *, unsafe: bool) -> None:
         """End in Failed. The connector is resumed unless that would be unsafe (offsets partly
-        rewritten); then it stays STOPPED, locked, and the condition says so and where the backup is."""
+        rewritten); then it stays STOPPED, locked, and the condition says so and where the backup is.
+
+        If resuming fails too, the reset is Failed with ``pendingResume`` set and this raises: the
+        handler retries, and every later run retries the resume until it works (a connector the
+        operator stopped is never left stopped without someone still working on it).
+        """
         run.set_step(step, state="Failed", finishedAt=utcnow_iso(), message=message)
         run.history(f"{step}: failed: {message}")
         stopped_by_us = run.step(Step.STOP)["state"] in ("Running", "Done")
         backup = (run.status.get("backup") or {}).get("configMap")
         detail = message
+        resume_error: ConnectError | None = None
         if stopped_by_us and unsafe:
             detail = (
                 f"{message}. The connector(s) {', '.join(run.status['connectors'])} stay STOPPED "
@@ -385,15 +435,20 @@ class OffsetResetExecutor:
                 f"action restore (restoreFrom: {backup}), or delete this object to unlock"
             )
         elif stopped_by_us:
+            offsets = offsets_outcome(run.step(Step.RESET), str(run.spec.action), backup)
             try:
                 await self._resume(run)
-                await self._unlock(run)
-                detail = f"{message}. Offsets were not changed; the connector(s) were resumed"
-            except (ConnectError, KubeError) as exc:
+                detail = f"{message}. {offsets}; the connector(s) were resumed"
+            except ConnectError as exc:
+                resume_error = exc
+                run.status["pendingResume"] = True
                 detail = (
-                    f"{message}. Resuming failed too ({run.cluster.redactor(str(exc))}); the "
-                    "connector(s) may still be STOPPED"
+                    f"{message}. {offsets}. Resuming failed too ({run.cluster.redactor(str(exc))}): the "
+                    "connector(s) are STOPPED until the operator's retries of the resume get through"
                 )
+            # Unlocked either way: a Connector object managing the connector may then resume it too.
+            with contextlib.suppress(KubeError):
+                await self._unlock(run)
         else:
             with contextlib.suppress(KubeError):
                 await self._unlock(run)
@@ -411,6 +466,36 @@ class OffsetResetExecutor:
         metrics.RESETS.labels(
             action=str(run.spec.action), strategy=str(run.status.get("strategy")), phase="Failed"
         ).inc()
+        if resume_error is not None:
+            raise resume_error
+
+    async def _finish_resume(self, body: Any, emit: EmitEvent) -> None:
+        """Retry the resume of a Failed reset whose own resume failed (see ``_fail``)."""
+        meta = body["metadata"]
+        status: dict[str, Any] = json.loads(json.dumps(dict(body.get("status") or {})))
+        status.pop("kopf", None)
+        spec = OffsetResetSpec.model_validate(status["executedSpec"])
+        cluster_name, _ = await self._target(meta["namespace"], spec)
+        cluster = await self._clusters.resolve(meta["namespace"], cluster_name)
+        run = Run(meta["namespace"], meta["name"], meta["uid"], meta.get("generation"), status, spec, cluster, emit)
+        said = await self._resume(run)
+        run.history(f"resumed after the failure: {said}")
+        run.status["pendingResume"] = None
+        previous: dict[str, Any] = next(
+            (c for c in run.status.get("conditions") or [] if c.get("type") == "Succeeded"), {}
+        )
+        text = str(previous.get("message", ""))
+        cut = text.find(" Resuming failed too")
+        conditions = Conditions(run.status.get("conditions"), run.generation, emit)
+        conditions.set(
+            "Succeeded",
+            False,
+            str(previous.get("reason", "Failed")),
+            (text[:cut] if cut >= 0 else text) + " The connector(s) were resumed afterwards.",
+        )
+        run.status["conditions"] = conditions.dump()
+        emit("Normal", "Resumed", f"connector(s) resumed after the failed reset: {said}")
+        await self._save(run.namespace, run.name, run.status)
 
     # -- steps ------------------------------------------------------------------------------------
 

@@ -1,0 +1,263 @@
+"""Benchmark: apply latency, memory and full-resync time with 10, 100 and 1,000 Connectors.
+
+One operator process (``connectops run``) serves one namespace; its ConnectCluster reaches the
+worker through a pass-through proxy (``tests/env/faultproxy.py``, no fault rules) that counts
+the requests in flight, so the operator's bound on concurrent Connect calls is observed from
+outside.
+
+For each population size (Connector CRs present and applied, each a stopped
+FileStreamSourceConnector: a real connector in Connect, no task):
+
+* apply latency: a new Connector CR (running) is created and the clock stops when its config
+  is live in Connect (``GET /connectors/<name>/config`` answers, polled every 10 ms directly,
+  not through the proxy). Baseline, side by side: the same config PUT straight to Connect,
+  timed to the same observation. Operator overhead = operator latency - direct latency, per
+  sample pair (each pair runs back to back). Each sample is deleted again before the next, so
+  the population stays the size it says.
+* memory: the operator's RSS (VmRSS) and peak RSS (VmHWM) once the population is applied.
+* full resync (largest size): the operator is stopped and started again; the time from the
+  start until it has asked Connect about every connector (every name seen in a GET through the
+  proxy), and the proxy's high-water mark of concurrent requests during it.
+
+    .venv/bin/python benchmarks/apply_bench.py                        # 10, 100, 1000; 30 samples
+    .venv/bin/python benchmarks/apply_bench.py --smoke                # 10 only, 5 samples (CI)
+    .venv/bin/python benchmarks/apply_bench.py --sizes 10 100 --samples 50 --concurrency 4
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, unquote
+
+import httpx
+
+from harness import Bench, FaultProxy, bench_env, log, rss_mib, summary, table, wait, write_result
+
+SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
+TARGET_OVERHEAD_P50 = 0.3
+TARGET_RSS_MIB = 150.0
+TARGET_RESYNC_SECONDS = 30.0
+
+
+def vm_hwm_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmHWM for {pid}")
+
+
+class Connect:
+    def __init__(self, url: str) -> None:
+        self.http = httpx.Client(base_url=url, timeout=30)
+
+    def path(self, name: str) -> str:
+        return f"/connectors/{quote(name, safe='')}"
+
+    def live(self, name: str) -> bool:
+        return self.http.get(self.path(name) + "/config").status_code == 200
+
+    def running(self, name: str) -> bool:
+        response = self.http.get(self.path(name) + "/status")
+        if response.status_code != 200:
+            return False
+        status = response.json()
+        return bool(status["connector"]["state"] == "RUNNING" and status["tasks"])
+
+    def gone(self, name: str) -> bool:
+        return self.http.get(self.path(name)).status_code == 404
+
+    def names(self) -> set[str]:
+        return set(self.http.get("/connectors").json())
+
+
+def spec(name: str, workdir: Path, state: str) -> dict[str, Any]:
+    return {
+        "clusterRef": {"name": "main"},
+        "class": SOURCE,
+        "state": state,
+        "config": {"file": str(workdir / f"{name}.txt"), "topic": f"t-{name}"},
+    }
+
+
+def populate(bench: Bench, ns: str, connect: Connect, names: list[str]) -> float:
+    """Create Connector CRs (stopped) and wait until every one is in Connect; seconds taken."""
+    started = time.perf_counter()
+    with ThreadPoolExecutor(8) as pool:
+        list(
+            pool.map(lambda n: bench.create(ns, "connectors", "Connector", n, spec(n, bench.workdir, "stopped")), names)
+        )
+    wanted = set(names)
+    wait(lambda: wanted <= connect.names(), 60 + len(names), f"{len(names)} connectors in Connect", interval=1.0)
+    return time.perf_counter() - started
+
+
+def sample_pair(bench: Bench, ns: str, connect: Connect, i: int) -> tuple[float, float]:
+    """One operator apply and one direct PUT of the same config, in alternating order.
+
+    Each connector is let settle (running) and is deleted before the other side starts: a create
+    makes the worker group rebalance, and a request made during that waits for it, which would
+    bill one side for the other's rebalance.
+    """
+    name = f"apply-{i}-{uuid.uuid4().hex[:4]}"
+    direct_name = f"direct-{name}"
+    (bench.workdir / f"{name}.txt").write_text("x\n")
+    config = {"connector.class": SOURCE, "tasks.max": "1", "file": str(bench.workdir / f"{name}.txt"), "topic": "t-d"}
+
+    def through_operator() -> float:
+        started = time.perf_counter()
+        bench.create(ns, "connectors", "Connector", name, spec(name, bench.workdir, "running"))
+        wait(lambda: connect.live(name), 60, f"{name} live", interval=0.01)
+        seconds = time.perf_counter() - started
+        wait(lambda: connect.running(name), 60, f"{name} running", interval=0.1)
+        bench.custom.delete_namespaced_custom_object("connectops.io", "v1alpha1", ns, "connectors", name)
+        wait(lambda: connect.gone(name), 60, f"{name} deleted", interval=0.05)
+        return seconds
+
+    def direct() -> float:
+        started = time.perf_counter()
+        connect.http.put(connect.path(direct_name) + "/config", json=config).raise_for_status()
+        wait(lambda: connect.live(direct_name), 60, f"{direct_name} live", interval=0.01)
+        seconds = time.perf_counter() - started
+        wait(lambda: connect.running(direct_name), 60, f"{direct_name} running", interval=0.1)
+        connect.http.delete(connect.path(direct_name))
+        wait(lambda: connect.gone(direct_name), 60, f"{direct_name} deleted", interval=0.05)
+        return seconds
+
+    if i % 2 == 0:
+        op = through_operator()
+        return op, direct()
+    d = direct()
+    return through_operator(), d
+
+
+def full_resync(bench: Bench, ns: str, proxy: FaultProxy, names: list[str], concurrency: int) -> dict[str, Any]:
+    operator = bench.operators[0]
+    operator.stop()
+    proxy.reset()
+    started = time.perf_counter()
+    operator.start(extra_env={"CONNECTOPS_CONNECT_CONCURRENCY": str(concurrency)})
+    wanted = set(names)
+
+    def asked() -> bool:
+        seen = {
+            unquote(r.path.split("/")[2])
+            for r in proxy.requests
+            if r.method == "GET" and r.path.startswith("/connectors/")
+        }
+        return wanted <= seen
+
+    wait(asked, 600, "every connector asked about after restart", interval=0.2)
+    seconds = time.perf_counter() - started
+    return {
+        "connectors": len(names),
+        "seconds": seconds,
+        "connect_requests": len(proxy.requests),
+        "max_concurrent_connect_requests": proxy.max_in_flight,
+        "concurrency_setting": concurrency,
+        "rss_mib": rss_mib(operator.pid),
+        "peak_rss_mib": vm_hwm_mib(operator.pid),
+        "target_seconds": TARGET_RESYNC_SECONDS,
+        "target_met": seconds < TARGET_RESYNC_SECONDS and proxy.max_in_flight <= concurrency,
+    }
+
+
+def run(bench: Bench, sizes: list[int], samples: int, concurrency: int) -> dict[str, Any]:
+    ns = bench.namespace("bench-apply")
+    connect = Connect(bench.env.connect.url)
+    proxy = FaultProxy(bench.env.connect.url).start()
+    try:
+        bench.cluster(ns, rest_url=proxy.url)
+        operator = bench.operator([ns], CONNECTOPS_CONNECT_CONCURRENCY=str(concurrency))
+        operator.start()
+        present: list[str] = []
+        results: list[dict[str, Any]] = []
+        for size in sizes:
+            more = [f"pop-{i:04d}" for i in range(len(present), size)]
+            populate_seconds = populate(bench, ns, connect, more)
+            present += more
+            log(f"{size} connectors applied (+{len(more)} in {populate_seconds:.1f} s)")
+            pairs = [sample_pair(bench, ns, connect, i) for i in range(samples)]
+            op = [p[0] for p in pairs]
+            direct = [p[1] for p in pairs]
+            overhead = [a - b for a, b in pairs]
+            entry = {
+                "connectors_present": size,
+                "populate_seconds": populate_seconds,
+                "operator_seconds": summary(op),
+                "direct_seconds": summary(direct),
+                "overhead_seconds": summary(overhead),
+                "rss_mib": rss_mib(operator.pid),
+                "peak_rss_mib": vm_hwm_mib(operator.pid),
+                "max_concurrent_connect_requests": proxy.max_in_flight,
+            }
+            entry["target_met"] = entry["overhead_seconds"]["p50"] < TARGET_OVERHEAD_P50
+            results.append(entry)
+            log(
+                f"{size}: operator p50 {statistics.median(op):.3f} s, direct p50 {statistics.median(direct):.3f} s, "
+                f"overhead p50 {entry['overhead_seconds']['p50']:.3f} s, RSS {entry['rss_mib']:.0f} MiB"
+            )
+        resync = full_resync(bench, ns, proxy, present, concurrency)
+        log(
+            f"full resync of {len(present)}: {resync['seconds']:.1f} s, "
+            f"max in flight {resync['max_concurrent_connect_requests']}"
+        )
+        return {
+            "samples": samples,
+            "concurrency": concurrency,
+            "sizes": results,
+            "full_resync": resync,
+            "targets": {
+                "overhead_p50_seconds": TARGET_OVERHEAD_P50,
+                "rss_mib": TARGET_RSS_MIB,
+                "full_resync_seconds": TARGET_RESYNC_SECONDS,
+            },
+        }
+    finally:
+        proxy.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10, 100, 1000])
+    parser.add_argument("--samples", type=int, default=30)
+    parser.add_argument("--concurrency", type=int, default=8, help="CONNECTOPS_CONNECT_CONCURRENCY")
+    parser.add_argument("--smoke", action="store_true", help="10 connectors, 5 samples (CI)")
+    parser.add_argument("--output", type=Path)
+    parser.add_argument("--keep", action="store_true")
+    args = parser.parse_args(argv)
+    sizes, samples = ([10], 5) if args.smoke else (sorted(args.sizes), args.samples)
+
+    with bench_env(keep=args.keep) as bench:
+        result = run(bench, sizes, samples, args.concurrency)
+        result["hygiene"] = bench.hygiene()
+    write_result("apply", result, args.output)
+    rows = [
+        [
+            s["connectors_present"],
+            s["operator_seconds"]["p50"],
+            s["operator_seconds"]["p99"],
+            s["direct_seconds"]["p50"],
+            s["direct_seconds"]["p99"],
+            s["overhead_seconds"]["p50"],
+            s["rss_mib"],
+        ]
+        for s in result["sizes"]
+    ]
+    print(table(["CRs", "operator p50 s", "p99 s", "direct PUT p50 s", "p99 s", "overhead p50 s", "RSS MiB"], rows))
+    r = result["full_resync"]
+    print(
+        f"full resync of {r['connectors']}: {r['seconds']:.1f} s, "
+        f"RSS {r['rss_mib']:.0f} MiB (peak {r['peak_rss_mib']:.0f}),"
+        f" at most {r['max_concurrent_connect_requests']} concurrent Connect calls (setting {r['concurrency_setting']})"
+    )
+    return 1 if result["hygiene"]["hits"] else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

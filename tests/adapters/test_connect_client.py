@@ -1,0 +1,68 @@
+"""The Connect REST client's own retries, against the real worker through the fault proxy:
+reads ride out a flaky answer, writes are never repeated behind the caller's back."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+
+from connectops.adapters.connect_rest import ConnectClient, ConnectRebalancing, ConnectUnavailable
+from tests.env.faultproxy import FaultProxy, FaultRule
+from tests.env.servers import ConnectWorker
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+def proxy(connect: ConnectWorker) -> Iterator[FaultProxy]:
+    with FaultProxy(connect.url) as p:
+        yield p
+
+
+def client(proxy: FaultProxy) -> ConnectClient:
+    return ConnectClient(proxy.url, timeout=10, rebalance_delay=0.05, read_retry_delay=0.05)
+
+
+async def call(proxy: FaultProxy, what: str) -> object:
+    async with client(proxy) as c:
+        if what == "list":
+            return await c.list_connectors()
+        return await c.resume("no-such-connector")
+
+
+def test_read_survives_two_5xx(proxy: FaultProxy) -> None:
+    proxy.add_rule(FaultRule.status(503, path=r"^/connectors$", times=2))
+    assert isinstance(asyncio.run(call(proxy, "list")), list)
+    assert [r.status for r in proxy.requests] == [503, 503, 200]
+
+
+def test_read_survives_a_dropped_connection(proxy: FaultProxy) -> None:
+    proxy.add_rule(FaultRule("drop", path=r"^/connectors$", times=1))
+    assert isinstance(asyncio.run(call(proxy, "list")), list)
+    assert len(proxy.requests) == 2
+
+
+def test_read_gives_up_after_three_5xx(proxy: FaultProxy) -> None:
+    proxy.add_rule(FaultRule.status(500, path=r"^/connectors$", times=5))
+    with pytest.raises(ConnectUnavailable, match="HTTP 500"):
+        asyncio.run(call(proxy, "list"))
+    assert len(proxy.requests) == 3
+
+
+def test_write_is_not_repeated_on_5xx(proxy: FaultProxy) -> None:
+    proxy.add_rule(FaultRule.status(503, method="PUT", times=5))
+    with pytest.raises(ConnectUnavailable, match="HTTP 503"):
+        asyncio.run(call(proxy, "resume"))
+    assert len(proxy.requests) == 1
+
+
+def test_500_expecting_a_rebalance_is_a_rebalance(proxy: FaultProxy) -> None:
+    # Kafka Connect's own wording (DistributedHerder) while a rebalance is pending
+    text = "Request cannot be completed because a rebalance is expected"
+    proxy.add_rule(FaultRule.status(500, text, method="PUT", times=1))
+    with pytest.raises(Exception) as caught:  # noqa: PT011 - the 404 of a missing connector
+        asyncio.run(call(proxy, "resume"))
+    assert not isinstance(caught.value, ConnectRebalancing)
+    assert [r.status for r in proxy.requests] == [500, 404]

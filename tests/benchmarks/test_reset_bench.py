@@ -1,0 +1,18 @@
+"""benchmarks/reset_bench.py keeps working (smoke size: one reset each way)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.benchmarks.smoke import run_smoke
+
+
+@pytest.mark.timeout(600)
+def test_reset_bench_smoke(tmp_path: Path) -> None:
+    data = run_smoke("reset_bench", tmp_path)
+    assert data["operator_seconds"]["n"] == data["direct_seconds"]["n"] == 1
+    assert data["ratio_median"] > 0
+    # the operator's steps were all timed from its own status history
+    assert {"stop", "reset", "resume", "verify"} <= set(data["operator_step_seconds_median"])

@@ -8,6 +8,12 @@ outside.
 For each population size (Connector CRs present and applied, each a stopped
 FileStreamSourceConnector: a real connector in Connect, no task):
 
+The worker runs in standalone mode by default (``--connect distributed`` for the group mode):
+the same REST API and runtime, without a worker group. In distributed mode every connector
+created is a group rebalance, and on Tansu (the only broker here) each one waits ~3-4 s for
+the group join, so 1,000 connectors would take over an hour to create before anything is
+measured; Apache Kafka completes a one-member rejoin at once.
+
 * apply latency: a new Connector CR (running) is created and the clock stops when its config
   is live in Connect (``GET /connectors/<name>/config`` answers, polled every 10 ms directly,
   not through the proxy). Baseline, side by side: the same config PUT straight to Connect,
@@ -229,12 +235,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=8, help="CONNECTOPS_CONNECT_CONCURRENCY")
     parser.add_argument("--smoke", action="store_true", help="10 connectors, 5 samples (CI)")
     parser.add_argument("--output", type=Path)
+    parser.add_argument(
+        "--connect",
+        choices=["standalone", "distributed"],
+        default="standalone",
+        help="Connect worker mode (distributed: every create is a group rebalance, ~4 s each on Tansu)",
+    )
     parser.add_argument("--keep", action="store_true")
     args = parser.parse_args(argv)
     sizes, samples = ([10], 5) if args.smoke else (sorted(args.sizes), args.samples)
 
-    with bench_env(keep=args.keep) as bench:
+    with bench_env(keep=args.keep, standalone_connect=args.connect == "standalone") as bench:
         result = run(bench, sizes, samples, args.concurrency)
+        result["connect_mode"] = args.connect
         result["hygiene"] = bench.hygiene()
     write_result("apply", result, args.output)
     rows = [

@@ -32,7 +32,7 @@ Stuck must be 0 and the canary Secret value must appear nowhere the operator wro
 otherwise.
 
     .venv/bin/python benchmarks/fault_bench.py                      # 6 resets x 5 %, 20 %, 50 %
-    .venv/bin/python benchmarks/fault_bench.py --smoke              # 2 resets per rate
+    .venv/bin/python benchmarks/fault_bench.py --smoke              # 1 reset per rate (CI)
     .venv/bin/python benchmarks/fault_bench.py --rates 0.2 --resets 10 --seed 7 --deadline 300
 
 Results: ``benchmarks/results/faults.json`` (every reset's steps, attempts, messages, timings;
@@ -414,9 +414,9 @@ def _stats(values: Sequence[float]) -> dict[str, float] | None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rates", type=float, nargs="+", default=[0.05, 0.20, 0.50], help="fault rates, 0..1")
-    parser.add_argument("--resets", type=int, default=None, help="concurrent resets per rate (default 6; smoke 2)")
+    parser.add_argument("--resets", type=int, default=None, help="concurrent resets per rate (default 6; smoke 1)")
     parser.add_argument("--seed", type=int, default=1, help="seed of the fault rules")
-    parser.add_argument("--smoke", action="store_true", help="2 resets per rate")
+    parser.add_argument("--smoke", action="store_true", help="1 reset per rate (CI)")
     parser.add_argument("--deadline", type=float, default=240.0, help="seconds for every reset to be terminal")
     parser.add_argument("--output", type=Path, default=None, help="default benchmarks/results/faults.json")
     parser.add_argument(
@@ -427,7 +427,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--keep", action="store_true", help="keep the work dir (server and operator logs)")
     args = parser.parse_args(argv)
-    resets = args.resets or (2 if args.smoke else 6)
+    resets = args.resets or (1 if args.smoke else 6)
     if not all(0.0 < r <= 1.0 for r in args.rates):
         parser.error("--rates must be within (0, 1]")
 

@@ -15,6 +15,7 @@ import os
 import platform
 import re
 import secrets
+import signal
 import statistics
 import subprocess
 import sys
@@ -348,6 +349,8 @@ def apply_crds(api: Any) -> None:
 @contextlib.contextmanager
 def bench_env(keep: bool = False, **testenv: Any) -> Iterator[Bench]:
     """Start the servers (about 10 s), apply the CRDs, yield a ``Bench``; stop everything after."""
+    # SIGTERM (timeout, pkill) must run the cleanup below, or the servers outlive the script
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     workdir = Path(tempfile.mkdtemp(prefix="connectops-bench-"))
     (workdir / "logs").mkdir()
     env = TestEnv(workdir / "servers", **testenv)

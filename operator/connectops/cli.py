@@ -40,6 +40,8 @@ def _run(args: argparse.Namespace) -> int:
         quiet=args.log_level.lower() in ("warning", "error"),
         log_format=kopf.LogFormat.JSON if args.log_format == "json" else kopf.LogFormat.FULL,
         log_refkey="object",
+        # text lines name their object ("[ns/name] ..."); JSON lines carry it under "object"
+        log_prefix=args.log_format != "json",
     )
     # one line per HTTP request to Connect is noise at INFO; failures are logged by kopf
     logging.getLogger("httpx").setLevel(logging.WARNING)

@@ -16,6 +16,7 @@ from connectops.adapters.connect_rest import (
     ConnectError,
     ConnectRebalancing,
 )
+from connectops.adapters.kafka_offsets import KafkaOffsetsError
 from connectops.adapters.kube import KubeError
 
 
@@ -47,6 +48,7 @@ def as_kopf_error(
     if isinstance(exc, ConnectAuthFailed):
         # a fixed Secret is the only cure; poll slowly rather than hammer the worker
         return kopf.TemporaryError(message, delay=maximum)
-    if isinstance(exc, ConnectError | KubeError | NotReadyYet):
+    # their texts are built by the adapters to be free of secrets (tests/unit checks the Kafka one)
+    if isinstance(exc, ConnectError | KubeError | KafkaOffsetsError | NotReadyYet):
         return kopf.TemporaryError(message, delay=retry_delay(retry, base, maximum))
     return kopf.TemporaryError(f"unexpected {type(exc).__name__}", delay=retry_delay(retry, base, maximum))

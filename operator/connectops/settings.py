@@ -28,6 +28,8 @@ class Settings:
     connect_concurrency: int = field(default_factory=lambda: _int("CONNECTOPS_CONNECT_CONCURRENCY", 8))
     #: how long a reconcile waits for Connect to report the state it just asked for
     settle_seconds: float = field(default_factory=lambda: _float("CONNECTOPS_SETTLE_SECONDS", 10.0))
+    #: how long Connector reconciles reuse a resolved ConnectCluster and its Secrets
+    cluster_cache_seconds: float = field(default_factory=lambda: _float("CONNECTOPS_CLUSTER_CACHE_SECONDS", 5.0))
     #: capabilities are per worker version; re-read it this often
     capabilities_ttl_seconds: float = field(default_factory=lambda: _float("CONNECTOPS_CAPABILITIES_TTL_SECONDS", 60.0))
     #: launch a SparkApplication check after every change (per Connector: spec.check.enabled)

@@ -626,8 +626,13 @@ class ConnectWorker(_Server):
         heap: str = "512m",
         jvm_options: Sequence[str] = CONNECT_JVM_OPTIONS,
         timeout: float = 90.0,
+        standalone: bool = False,
     ) -> None:
         self.workdir = _unique_workdir(root, name)
+        # Standalone mode: the same REST API and runtime without a worker group, so creating a
+        # connector costs no group rebalance (on Tansu each rebalance waits ~3 s for the join).
+        # For benchmarks that need a thousand connectors; offsets live in a local file.
+        self.standalone = standalone
         self.name = name
         self.bootstrap = bootstrap
         self.group_id = group_id or f"connectops-test-{name}"
@@ -692,6 +697,16 @@ class ConnectWorker(_Server):
         }
         if self.plugin_path:
             props["plugin.path"] = ",".join(str(p) for p in self.plugin_path)
+        if self.standalone:
+            for key in list(props):
+                if key.startswith(("config.storage.", "status.storage.", "offset.storage.")) or key in (
+                    "group.id",
+                    "session.timeout.ms",
+                    "heartbeat.interval.ms",
+                    "scheduled.rebalance.max.delay.ms",
+                ):
+                    del props[key]
+            props["offset.storage.file.filename"] = str(self.workdir / "offsets.dat")
         props.update(self.extra_properties)
         return props
 
@@ -712,7 +727,9 @@ class ConnectWorker(_Server):
                 f"-Dlog4j2.configurationFile={log4j}",
                 "-cp",
                 classpath,
-                "org.apache.kafka.connect.cli.ConnectDistributed",
+                "org.apache.kafka.connect.cli.ConnectStandalone"
+                if self.standalone
+                else "org.apache.kafka.connect.cli.ConnectDistributed",
                 str(self.properties_path),
             ],
             cwd=self.workdir,
@@ -782,12 +799,14 @@ class TestEnv(_Server):
 
     __test__ = False  # not a pytest test class despite the name
 
-    def __init__(self, root: Path, *, override_policy: str = "All") -> None:
+    def __init__(self, root: Path, *, override_policy: str = "All", standalone_connect: bool = False) -> None:
         self.root = root
         self.root.mkdir(parents=True, exist_ok=True)
         self.kube = KubeAPI(root)
         self.kafka = Tansu(root)
-        self.connect = ConnectWorker(root, self.kafka.bootstrap, override_policy=override_policy)
+        self.connect = ConnectWorker(
+            root, self.kafka.bootstrap, override_policy=override_policy, standalone=standalone_connect
+        )
         self.startup_seconds: float | None = None
 
     def start(self) -> Self:

@@ -78,7 +78,7 @@ def test_condition_transition_time_kept_when_status_unchanged() -> None:
     assert isinstance(flipped[0], Condition)
 
 
-@pytest.mark.parametrize("name", ["a/b", "50%", "back\\slash", ".", ".."])
+@pytest.mark.parametrize("name", ["a/b", "50%", "back\\slash", ".", "..", "bad\x01name", "tab\tname", "del\x7f"])
 def test_unaddressable_connector_names_rejected(name: str) -> None:
     with pytest.raises(ValidationError, match="cannot address"):
         ConnectorSpec.model_validate({**BASE, "connectorName": name})

@@ -22,3 +22,16 @@ def test_reset_step_attempted_may_have_changed() -> None:
     text = offsets_outcome({"name": "reset", "state": "Failed", "attempts": 3}, "reset", None)
     assert "may have been changed" in text
     assert "ConfigMap" not in text
+
+
+def test_timestamp_must_parse() -> None:
+    import pytest
+    from pydantic import ValidationError
+
+    from connectops.models.offset_reset import OffsetResetSpec
+
+    base = {"connectorName": "c", "clusterRef": {"name": "m"}, "action": "toTimestamp"}
+    assert OffsetResetSpec.model_validate({**base, "timestamp": "2026-01-31T12:00:00Z"}).timestamp
+    assert OffsetResetSpec.model_validate({**base, "timestamp": "1700000000000"}).timestamp
+    with pytest.raises(ValidationError, match="RFC 3339"):
+        OffsetResetSpec.model_validate({**base, "timestamp": "Q)"})

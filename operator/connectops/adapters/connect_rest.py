@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
@@ -211,6 +212,10 @@ class ConnectClient:
         if status >= 500:
             if "rebalance" in message.lower():
                 return ConnectRebalancing(text, status=status, operation=operation)
+            # Connect 4.x wraps some request errors (e.g. an unknown connector class on validate)
+            # in a 500 whose message names the BadRequestException: the request is at fault.
+            if "BadRequestException" in message:
+                return ConnectRejected(text, status=status, operation=operation)
             return ConnectUnavailable(text, status=status, operation=operation)
         return ConnectRejected(text, status=status, operation=operation)
 
@@ -371,7 +376,14 @@ def _error_message(response: httpx.Response) -> str:
     try:
         data = response.json()
     except (json.JSONDecodeError, UnicodeDecodeError):
-        return response.text[:500]
+        text = response.text.strip()
+        if not text:
+            # Jetty refuses some paths (control characters, encoded slashes) before Connect sees them
+            return "no error message; the worker's web server refused the request (an unusable character in a name?)"
+        title = re.search(r"<title>(.*?)</title>", text, re.IGNORECASE | re.DOTALL)
+        if title:
+            return f"the worker's web server answered: {' '.join(title.group(1).split())[:200]}"
+        return text[:500]
     if isinstance(data, dict) and "message" in data:
         return str(data["message"])
     return response.text[:500]

@@ -94,11 +94,16 @@ class KubeClient:
 
     async def secret_value(self, namespace: str, name: str, key: str) -> str:
         """One decoded Secret value. Errors name the Secret and key, never the data."""
+        return (await self.secret_values(namespace, name, [key]))[key]
+
+    async def secret_values(self, namespace: str, name: str, keys: list[str]) -> dict[str, str]:
+        """Several decoded values of one Secret, read once. Errors name the Secret and key, never the data."""
         secret = await self._call(self._core.read_namespaced_secret, name, namespace, what=f"Secret {namespace}/{name}")
         data = secret.data or {}
-        if key not in data:
-            raise SecretKeyMissing(f"Secret {namespace}/{name} has no key {key!r}")
-        return base64.b64decode(data[key]).decode()
+        for key in keys:
+            if key not in data:
+                raise SecretKeyMissing(f"Secret {namespace}/{name} has no key {key!r}")
+        return {key: base64.b64decode(data[key]).decode() for key in keys}
 
     async def connect_cluster(self, namespace: str, name: str) -> dict[str, Any]:
         obj: dict[str, Any] = await self._call(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import unicodedata
 from enum import StrEnum
 from typing import Annotated
 
@@ -49,7 +50,10 @@ UNADDRESSABLE_CHARACTERS = ("/", "\\", "%")
 
 
 def unaddressable_name(name: str) -> None:
-    bad = [c for c in UNADDRESSABLE_CHARACTERS if c in name]
+    # Connect's own name check rejects ISO control characters, and Jetty refuses them in a path
+    bad = [c for c in UNADDRESSABLE_CHARACTERS if c in name] + sorted(
+        {c for c in name if unicodedata.category(c) == "Cc"}
+    )
     if bad or name in (".", ".."):
         raise ValueError(
             f"connector name must not contain {' '.join(repr(c) for c in bad) or repr(name)}: "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
@@ -157,6 +158,13 @@ class OffsetResetSpec(CamelModel):
             raise ValueError("offsets are only used by action alter")
         if self.action == ResetAction.TO_TIMESTAMP and not self.timestamp:
             raise ValueError("action toTimestamp needs timestamp")
+        if self.timestamp and not self.timestamp.isdigit():
+            try:
+                datetime.fromisoformat(self.timestamp.replace("Z", "+00:00"))
+            except ValueError:
+                raise ValueError(
+                    "timestamp must be epoch milliseconds or an RFC 3339 time such as 2026-01-31T12:00:00Z"
+                ) from None
         if self.action == ResetAction.RESTORE and not self.restore_from:
             raise ValueError("action restore needs restoreFrom")
         if self.mirror_maker2 is not None and self.action in SINK_ONLY_ACTIONS:

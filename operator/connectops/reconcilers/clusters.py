@@ -2,10 +2,17 @@
 
 Clients are cached per cluster object and rebuilt when its spec or credentials change, so the
 HTTP connection pool and the concurrency bound are shared by every Connector of one worker group.
+
+Connector reconciles reuse a resolution for ``CONNECTOPS_CLUSTER_CACHE_SECONDS`` (one resolve is
+three API reads: the ConnectCluster and its Secret); without that a full resync of a thousand
+Connectors re-read the same objects a thousand times. Resets and the ConnectCluster's own
+reconcile always resolve afresh, and one resolve per cluster runs at a time (the others wait and
+share it).
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import tempfile
 import time
@@ -50,8 +57,24 @@ class ClusterRegistry:
         self._kube = kube
         self._settings = settings
         self._handles: dict[tuple[str, str], ClusterHandle] = {}
+        self._resolved_at: dict[tuple[str, str], float] = {}
+        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
 
-    async def resolve(self, namespace: str, name: str) -> ClusterHandle:
+    async def resolve(self, namespace: str, name: str, *, max_age: float | None = None) -> ClusterHandle:
+        """The cluster's handle, re-read from the API if older than ``max_age`` seconds (default:
+        the settings' cluster cache; 0 = always)."""
+        key = (namespace, name)
+        age = self._settings.cluster_cache_seconds if max_age is None else max_age
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            handle = self._handles.get(key)
+            if handle is not None and time.monotonic() - self._resolved_at.get(key, 0.0) < age:
+                return handle
+            handle = await self._resolve(namespace, name)
+            self._resolved_at[key] = time.monotonic()
+            return handle
+
+    async def _resolve(self, namespace: str, name: str) -> ClusterHandle:
         obj = await self._kube.connect_cluster(namespace, name)
         try:
             spec = ConnectClusterSpec.model_validate(obj.get("spec") or {})
@@ -60,10 +83,9 @@ class ClusterRegistry:
         secrets: list[str] = []
         auth: tuple[str, str] | None = None
         if spec.basic_auth:
-            user = await self._kube.secret_value(namespace, spec.basic_auth.secret_name, spec.basic_auth.username_key)
-            password = await self._kube.secret_value(
-                namespace, spec.basic_auth.secret_name, spec.basic_auth.password_key
-            )
+            ba = spec.basic_auth
+            values = await self._kube.secret_values(namespace, ba.secret_name, [ba.username_key, ba.password_key])
+            user, password = values[ba.username_key], values[ba.password_key]
             auth = (user, password)
             secrets.append(password)
         verify: bool | str = True
@@ -103,6 +125,7 @@ class ClusterRegistry:
         return handle
 
     def forget(self, namespace: str, name: str) -> ClusterHandle | None:
+        self._resolved_at.pop((namespace, name), None)
         return self._handles.pop((namespace, name), None)
 
     async def aclose(self) -> None:

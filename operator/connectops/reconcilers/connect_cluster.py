@@ -29,7 +29,7 @@ class ConnectClusterReconciler:
         status: dict[str, Any] = {"observedGeneration": generation}
         outcome = Outcome(status=status)
         try:
-            handle = await self._clusters.resolve(namespace, name)
+            handle = await self._clusters.resolve(namespace, name, max_age=0)
             # capabilities are re-read on every cluster resync: a worker upgrade shows up here
             version, caps = await handle.capabilities(0.0)
             info = await handle.client.server_info()

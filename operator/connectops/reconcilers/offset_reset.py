@@ -25,10 +25,15 @@ from typing import Any
 from pydantic import ValidationError
 
 from connectops import failpoints, metrics
-from connectops.adapters.connect_rest import ConnectError, ConnectNotFound
-from connectops.adapters.kafka_offsets import KafkaOffsets, KafkaOffsetsError, OffsetRecord
-from connectops.adapters.kube import KubeClient, KubeError, LockHeld
-from connectops.errors import NotReadyYet
+from connectops.adapters.connect_rest import ConnectError, ConnectNotFound, ConnectRejected
+from connectops.adapters.kafka_offsets import (
+    KafkaClientConfigInvalid,
+    KafkaOffsets,
+    KafkaOffsetsError,
+    OffsetRecord,
+)
+from connectops.adapters.kube import KubeClient, KubeError, KubeObjectMissing, LockHeld
+from connectops.errors import NotReadyYet, SpecInvalid
 from connectops.models import GROUP
 from connectops.models.base import utcnow_iso
 from connectops.models.checks import CheckSpec
@@ -205,9 +210,18 @@ class OffsetResetExecutor:
             await self._save(namespace, name, status)
             emit("Normal", "Started", f"offset {spec.action} started")
 
-        cluster_name, connector = await self._target(namespace, spec)
-        cluster = await self._clusters.resolve(namespace, cluster_name)
+        try:
+            cluster_name, connector = await self._target(namespace, spec)
+            cluster = await self._clusters.resolve(namespace, cluster_name, max_age=0)
+        except (KubeObjectMissing, SpecInvalid) as exc:
+            # Nothing is locked or stopped yet. Say why on the object, then retry (kopf, with
+            # back-off): the reference may appear or be fixed, as in a GitOps sync out of order.
+            reason = "ReferenceNotFound" if isinstance(exc, KubeObjectMissing) else "InvalidTarget"
+            conditions.set("Succeeded", None, reason, f"{exc}; retrying", event_on_change=True, warning=True)
+            await self._save(namespace, name, {"phase": "Pending", "conditions": conditions.dump()})
+            raise
         run = Run(namespace, name, meta["uid"], meta.get("generation"), status, spec, cluster, emit)
+        run.status["phase"] = "Running"  # from Pending, if it waited for its target
         run.status.setdefault("connectors", self._connector_names(spec, connector))
         if cluster.spec.kafka is not None:
             run.kafka = KafkaOffsets(cluster.spec.kafka.bootstrap_servers, cluster.spec.kafka.config)
@@ -244,7 +258,12 @@ class OffsetResetExecutor:
     async def _target(self, namespace: str, spec: OffsetResetSpec) -> tuple[str, str]:
         if spec.connector_ref is not None:
             obj = await self._kube.custom_object(namespace, "connectors", spec.connector_ref.name)
-            managed = ConnectorSpec.model_validate(obj["spec"])
+            try:
+                managed = ConnectorSpec.model_validate(obj["spec"])
+            except ValidationError as exc:
+                raise SpecInvalid(
+                    f"Connector {spec.connector_ref.name} is invalid: {describe_validation_error(exc)}"
+                ) from None
             return managed.cluster_ref.name, managed.connector_name or spec.connector_ref.name
         assert spec.cluster_ref is not None
         name = spec.connector_name or (spec.mirror_maker2.source_connector if spec.mirror_maker2 else "")
@@ -320,9 +339,13 @@ class OffsetResetExecutor:
             except PlanError as exc:
                 await self._fail(run, step, str(exc), unsafe=False)
                 return
-            except (ConnectError, KubeError, KafkaOffsetsError, NotReadyYet) as exc:
-                text = run.cluster.redactor(str(exc))
-                if attempts >= self._max_attempts or isinstance(exc, LockHeld):
+            except (ConnectError, KubeError, KafkaOffsetsError, NotReadyYet, Exception) as exc:
+                # An unexpected exception's text is not known to be secret-free: its type only.
+                known = isinstance(exc, ConnectError | KubeError | KafkaOffsetsError | NotReadyYet)
+                text = run.cluster.redactor(str(exc)) if known else f"unexpected {type(exc).__name__}"
+                # a request Connect or Kafka refused as such fails the same way when repeated
+                permanent = isinstance(exc, ConnectRejected | KafkaClientConfigInvalid)
+                if attempts >= self._max_attempts or isinstance(exc, LockHeld) or permanent:
                     await self._fail(
                         run,
                         step,
@@ -476,7 +499,7 @@ class OffsetResetExecutor:
         status.pop("kopf", None)
         spec = OffsetResetSpec.model_validate(status["executedSpec"])
         cluster_name, _ = await self._target(meta["namespace"], spec)
-        cluster = await self._clusters.resolve(meta["namespace"], cluster_name)
+        cluster = await self._clusters.resolve(meta["namespace"], cluster_name, max_age=0)
         run = Run(meta["namespace"], meta["name"], meta["uid"], meta.get("generation"), status, spec, cluster, emit)
         said = await self._resume(run)
         run.history(f"resumed after the failure: {said}")

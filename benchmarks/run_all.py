@@ -1,0 +1,238 @@
+"""Run every benchmark, one after the other (never two at once: they would measure each other),
+then write the summary table into benchmarks/README.md and benchmarks/results/summary.json.
+
+    .venv/bin/python benchmarks/run_all.py                 # full sizes (about an hour on 2 CPUs)
+    .venv/bin/python benchmarks/run_all.py --smoke         # every script at its CI size
+    .venv/bin/python benchmarks/run_all.py --only reset_bench crash_bench
+    .venv/bin/python benchmarks/run_all.py --report-only   # rebuild the table from results/*.json
+
+Each script also runs on its own (``--help``); each writes benchmarks/results/<name>.json with
+the machine it ran on. With ``--smoke`` results go to a temporary directory and README.md is
+left alone: smoke sizes say the scripts work, not how fast anything is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from harness import RESULTS, ROOT, log, machine, table
+
+SCRIPTS = [
+    # (script, result file)
+    ("reset_bench", "reset"),
+    ("apply_bench", "apply"),
+    ("tombstone_scan_bench", "tombstone_scan"),
+    ("spark_check_bench", "spark_check"),
+    ("crash_bench", "crash"),
+    ("fault_bench", "faults"),
+    ("bad_input_bench", "bad_input"),
+]
+START, END = "<!-- results:start -->", "<!-- results:end -->"
+
+
+def load(results: Path, name: str) -> dict[str, Any] | None:
+    path = results / f"{name}.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def met(ok: bool | None) -> str:
+    return "n/a" if ok is None else ("yes" if ok else "**no**")
+
+
+def report(results: Path) -> tuple[str, dict[str, Any]]:
+    """The summary table (markdown) and its data, from whatever result files exist."""
+    rows: list[list[Any]] = []
+    summary: dict[str, Any] = {}
+    hygiene_places = hygiene_hits = 0
+
+    def hygiene(data: dict[str, Any]) -> None:
+        nonlocal hygiene_places, hygiene_hits
+        h = data.get("hygiene")
+        if h:
+            hygiene_places += int(h.get("operator_logs", 0)) + int(h.get("events", 0)) + int(h.get("objects", 0))
+            hygiene_hits += len(h.get("hits", []))
+
+    if r := load(results, "reset"):
+        hygiene(r)
+        op, d = r["operator_seconds"], r["direct_seconds"]
+        rows.append(
+            [
+                "Reset end to end (REST strategy), operator vs direct httpx",
+                "<= 1.15x",
+                f"{op['p50']:.2f} s vs {d['p50']:.2f} s (median of {op['n']})",
+                f"{r['ratio_median']:.2f}x",
+                met(r["target_met"]),
+            ]
+        )
+        summary["reset_ratio"] = r["ratio_median"]
+    if a := load(results, "apply"):
+        hygiene(a)
+        for s in a["sizes"]:
+            o, d, x = s["operator_seconds"], s["direct_seconds"], s["overhead_seconds"]
+            rows.append(
+                [
+                    f"Apply latency, {s['connectors_present']} Connectors present (p50 / p99)",
+                    "overhead p50 < 0.3 s",
+                    f"operator {o['p50']:.2f} / {o['p99']:.2f} s; direct PUT {d['p50']:.2f} / {d['p99']:.2f} s",
+                    f"overhead {x['p50']:.3f} s",
+                    met(s["target_met"]),
+                ]
+            )
+        f = a["full_resync"]
+        rows.append(
+            [
+                f"Full resync, {f['connectors']} Connectors (operator restart to every one asked)",
+                "< 30 s",
+                f"{f['seconds']:.1f} s, {f['connect_requests']} Connect calls",
+                "",
+                met(f["seconds"] < 30),
+            ]
+        )
+        rows.append(
+            [
+                f"Operator RSS with {f['connectors']} Connectors (after resync / peak)",
+                "< 150 MB",
+                f"{f['rss_mib']:.0f} / {f['peak_rss_mib']:.0f} MiB",
+                "",
+                met(f["peak_rss_mib"] * 1.048576 < 150),
+            ]
+        )
+        rows.append(
+            [
+                "Concurrent Connect calls during the resync (bounded, configurable)",
+                f"<= {f['concurrency_setting']} (CONNECTOPS_CONNECT_CONCURRENCY)",
+                str(f["max_concurrent_connect_requests"]),
+                "",
+                met(f["max_concurrent_connect_requests"] <= f["concurrency_setting"]),
+            ]
+        )
+    if t := load(results, "tombstone_scan"):
+        c, k = t["results"]["connectops"], t["results"]["kcat"]
+        rows.append(
+            [
+                f"Offsets-topic scan, {t['data']['records']:,} records, vs kcat",
+                ">= 0.5x kcat",
+                f"{c['records_per_second']:,.0f} vs {k['records_per_second']:,.0f} records/s",
+                f"{t['ratio']:.2f}x",
+                met(t["target_met"]),
+            ]
+        )
+    if sp := load(results, "spark_check"):
+        for s in sp["results"]:
+            rows.append(
+                [
+                    f"Spark check, {s['partitions']:,} partitions x {sp['samples']} samples, vs pandas",
+                    "report",
+                    f"{s['spark_s']:.2f} s vs {s['pandas_s']:.2f} s",
+                    f"{s['spark_over_pandas']:.1f}x",
+                    "n/a",
+                ]
+            )
+    if cr := load(results, "crash"):
+        hygiene(cr)
+        for kind, label in (("boundary", "step boundaries"), ("random", f"random points, seed {cr['seed']}")):
+            cases = [c for c in cr["cases"] if c["kind"] == kind]
+            good = sum(c["outcome"] == "planned final state" for c in cases)
+            rows.append(
+                [f"Crash matrix: SIGKILL at {label}", "all in planned final state", f"{good} / {len(cases)}", "",
+                 met(good == len(cases))]
+            )  # fmt: skip
+    if fa := load(results, "faults"):
+        hygiene(fa)
+        for r in fa["results"]:
+            rows.append(
+                [
+                    f"Connect faults at {r['rate']:.0%} of calls ({r['faults_injected']} of {r['calls']} calls)",
+                    "stuck = 0",
+                    f"{r['succeeded']} succeeded, {r['failed_with_reason']} failed with reason, {r['stuck']} stuck",
+                    "",
+                    met(r["stuck"] == 0),
+                ]
+            )
+    if b := load(results, "bad_input"):
+        hygiene(b)
+        tot = b.get("totals", {})
+        fails = b.get("failures", {})
+        unexplained, unhandled = fails.get("unexplained", 0), fails.get("unhandled", 0)
+        rows.append(
+            [
+                f"Bad input (hypothesis, from the CRD schemas): {tot.get('generated', '?')} specs",
+                "0 unhandled, 0 unexplained",
+                f"{tot.get('rejected_by_api', '?')} rejected by the API server, "
+                f"{tot.get('explained_by_condition', '?')} explained by a condition; "
+                f"{unexplained} unexplained, {unhandled} unhandled",
+                "",
+                met(unexplained == 0 and unhandled == 0 and fails.get("operator_died", 0) == 0),
+            ]
+        )
+    rows.append(
+        [
+            "Secret hygiene: canary in every Secret read, searched in logs, Events, objects",
+            "0 hits",
+            f"{hygiene_hits} hits in {hygiene_places} logs/events/objects",
+            "",
+            met(hygiene_hits == 0),
+        ]
+    )
+    summary["secret_hits"] = hygiene_hits
+    return table(["measure", "target", "measured", "ratio", "met"], rows), summary
+
+
+def write_readme(markdown: str, when: dict[str, Any]) -> None:
+    readme = ROOT / "benchmarks" / "README.md"
+    text = readme.read_text()
+    block = (
+        f"{START}\n_Latest full run: {when['time']}, {when['cpus']} CPUs ({when['cpu_model']}), "
+        f"{when['memory_gib']} GiB, Python {when['python']}, {when['java']}._\n\n{markdown}\n{END}"
+    )
+    if START in text:
+        text = text[: text.index(START)] + block + text[text.index(END) + len(END) :]
+    else:
+        text += "\n" + block + "\n"
+    readme.write_text(text)
+    log("README.md table updated")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--smoke", action="store_true")
+    parser.add_argument("--only", nargs="+", choices=[s for s, _ in SCRIPTS])
+    parser.add_argument("--report-only", action="store_true")
+    args = parser.parse_args(argv)
+    results = Path(tempfile.mkdtemp(prefix="bench-smoke-")) if args.smoke else RESULTS
+    failed: list[str] = []
+    timings: dict[str, float] = {}
+    if not args.report_only:
+        for script, name in SCRIPTS:
+            if args.only and script not in args.only:
+                continue
+            cmd = [sys.executable, str(ROOT / "benchmarks" / f"{script}.py"), "--output", str(results / f"{name}.json")]
+            cmd += ["--smoke"] if args.smoke else []
+            log("running " + " ".join(cmd[1:]))
+            started = time.monotonic()
+            code = subprocess.run(cmd, cwd=ROOT, check=False).returncode
+            timings[script] = time.monotonic() - started
+            log(f"{script}: exit {code} in {timings[script]:.0f} s")
+            if code != 0:
+                failed.append(script)
+    markdown, summary = report(results)
+    print(markdown)
+    (results / "summary.json").write_text(
+        json.dumps({"machine": machine(), "summary": summary, "seconds": timings, "failed": failed}, indent=2) + "\n"
+    )
+    if not args.smoke:
+        write_readme(markdown, machine())
+    if failed:
+        log("failed: " + ", ".join(failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

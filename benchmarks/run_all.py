@@ -158,20 +158,22 @@ def report(results: Path) -> tuple[str, dict[str, Any]]:
             )
     if b := load(results, "bad_input"):
         hygiene(b)
-        tot = b.get("totals", {})
         fails = b.get("failures", {})
-        unexplained, unhandled = fails.get("unexplained", 0), fails.get("unhandled", 0)
-        rows.append(
-            [
-                f"Bad input (hypothesis, from the CRD schemas): {tot.get('generated', '?')} specs",
-                "0 unhandled, 0 unexplained",
-                f"{tot.get('rejected_by_api', '?')} rejected by the API server, "
-                f"{tot.get('explained_by_condition', '?')} explained by a condition; "
-                f"{unexplained} unexplained, {unhandled} unhandled",
-                "",
-                met(unexplained == 0 and unhandled == 0 and fails.get("operator_died", 0) == 0),
-            ]
-        )
+        for kind, tot in sorted(b.get("totals", {}).items()):
+            rows.append(
+                [
+                    f"Bad input (hypothesis, from the CRD schema): {tot['generated']} {kind} specs, "
+                    f"{tot['schema_invalid_variants']} mutated",
+                    "0 unhandled, 0 unexplained",
+                    f"{tot['rejected_by_api_server']} rejected by the API server, "
+                    f"{tot['explained_by_condition']} explained by a condition; "
+                    f"{tot['unexplained']} unexplained, {tot['unhandled_exceptions']} unhandled",
+                    "",
+                    met(
+                        tot["unexplained"] == 0 and tot["unhandled_exceptions"] == 0 and not fails.get("operator_died")
+                    ),
+                ]
+            )
     rows.append(
         [
             "Secret hygiene: canary in every Secret read, searched in logs, Events, objects",

@@ -109,9 +109,12 @@ def test_delay_is_measured(proxy: FaultProxy) -> None:
 def test_max_in_flight_counts_concurrent_requests(proxy: FaultProxy) -> None:
     import concurrent.futures
 
-    proxy.add_rule(FaultRule("delay", seconds=0.5, path=r"^/connectors$"))
+    # /connector-plugins is answered outside the herder: never a 409 from another test's rebalance
+    proxy.add_rule(FaultRule("delay", seconds=0.5, path=r"^/connector-plugins$"))
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
-        answers = list(pool.map(lambda _: httpx.get(f"{proxy.url}/connectors", timeout=10).status_code, range(4)))
+        answers = list(
+            pool.map(lambda _: httpx.get(f"{proxy.url}/connector-plugins", timeout=10).status_code, range(4))
+        )
     assert answers == [200] * 4
     assert proxy.max_in_flight == 4
     httpx.get(f"{proxy.url}/", timeout=10)

@@ -315,7 +315,8 @@ class FaultProxy:
         with self._lock:
             self._rules = []
             self._log.clear()
-            self._max_in_flight = self._in_flight
+            # counts again from zero: a request still finishing (its answer already sent) is not news
+            self._max_in_flight = 0
 
     def _choose(self, method: str, path: str) -> FaultRule | None:
         with self._lock:

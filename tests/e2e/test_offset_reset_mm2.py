@@ -8,17 +8,19 @@ group, resume at stored offset + 1). The offset-syncs topic is a real topic on t
 
 from __future__ import annotations
 
+import json
+import time
 import uuid
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from connectops.adapters.kafka_offsets import KafkaOffsets
 from tests.e2e.conftest import ConnectREST, K8s, connect_cluster_spec, topic_record_count, wait_for
 from tests.e2e.test_offset_reset_e2e import backup_doc, reset
 from tests.env.plugins import MM2_CHECKPOINT, MM2_HEARTBEAT, MM2_SOURCE, mm2_shapes_jar
+from tests.env.records import single_record_producer
 from tests.env.servers import ConnectWorker, Tansu
 
 BYTES = "org.apache.kafka.connect.converters.ByteArrayConverter"
@@ -43,7 +45,7 @@ def mm2(k8s: K8s, mm2_worker: ConnectWorker, kafka: Tansu) -> dict[str, Any]:
         [NewTopic(upstream, 2, 1), NewTopic(remote, 2, 1), NewTopic(syncs, 1, 1)]
     ).values():
         future.result(timeout=15)
-    producer = Producer({"bootstrap.servers": kafka.bootstrap, "linger.ms": 0})
+    producer = single_record_producer(kafka.bootstrap)
     for i, partition in enumerate([0, 0, 0, 1, 1]):
         producer.produce(upstream, key=b"k%d" % i, value=b"v%d" % i, partition=partition)
         producer.flush(10)
@@ -57,6 +59,7 @@ def mm2(k8s: K8s, mm2_worker: ConnectWorker, kafka: Tansu) -> dict[str, Any]:
             "connector.class": MM2_SOURCE,
             "tasks.max": "1",
             "source.cluster.alias": alias,
+            "target.cluster.alias": f"west{run}",
             "source.cluster.bootstrap.servers": kafka.bootstrap,
             "topics": upstream,
             "key.converter": BYTES,
@@ -90,6 +93,8 @@ def mm2(k8s: K8s, mm2_worker: ConnectWorker, kafka: Tansu) -> dict[str, Any]:
         "syncs": syncs,
         "upstream": upstream,
         "rest": rest,
+        "configs": configs,
+        "worker": mm2_worker,
     }
 
 
@@ -168,3 +173,153 @@ def test_mm2_alter_source_and_checkpoint_rules(k8s: K8s, mm2: dict[str, Any], ka
     )
     assert {s["name"]: s["state"] for s in ok["steps"]}["offsetSyncs"] == "Skipped"
     wait_for(lambda: topic_record_count(kafka.bootstrap, mm2["remote"]) == 7, 90, "partition 0 rewound")
+
+
+def test_mm2_default_keeps_other_flows_offset_syncs(k8s: K8s, mm2: dict[str, Any], kafka: Tansu) -> None:
+    """The offset-syncs topic is shared by every flow between two clusters: by default a reset
+    that does not cover all of them is refused before anything changes, and says which."""
+    rest: ConnectREST = mm2["rest"]
+    # a second flow between the same clusters (another topic), managed by a Connector object here,
+    # and a third one created by other tooling
+    second = {k: v for k, v in mm2["configs"]["source"].items() if k not in ("connector.class", "tasks.max")}
+    k8s.create(
+        "connectors",
+        "second-flow",
+        {"clusterRef": {"name": "mm2"}, "class": MM2_SOURCE, "config": second},
+        "Connector",
+    )
+    third = f"mm2-third-{uuid.uuid4().hex[:6]}"
+    rest.http.put(rest.path(third) + "/config", json=mm2["configs"]["source"]).raise_for_status()
+    wait_for(lambda: rest.state("second-flow") == "RUNNING" and rest.state(third) == "RUNNING", 90, "other flows")
+    before = {n: rest.http.get(rest.path(n) + "/offsets").json()["offsets"] for n in mm2["names"].values()}
+
+    refused = reset(
+        k8s,
+        "mm2-shared",
+        {"clusterRef": {"name": "mm2"}, "action": "reset", "mirrorMaker2": mm2_block(mm2, kafka)},
+        phase="Failed",
+    )
+    cond = next(c for c in refused["conditions"] if c["type"] == "Succeeded")
+    assert cond["reason"] == "InspectFailed"
+    assert "2 other MirrorSourceConnector flow(s)" in cond["message"]
+    assert "second-flow (Connector second-flow)" in cond["message"]
+    assert "1 not managed in this namespace" in cond["message"]
+    assert third not in cond["message"]  # other tooling's (or namespaces') names are not shown
+    assert "offsetSyncs: delete" in cond["message"]
+    assert "or keep" in cond["message"]
+    # nothing was changed: no backup, the topic is there, every connector runs with its offsets
+    assert "backup" not in refused
+    assert KafkaOffsets(kafka.bootstrap).topic_exists(mm2["syncs"])
+    for name in mm2["names"].values():
+        assert rest.state(name) == "RUNNING"
+        assert rest.http.get(rest.path(name) + "/offsets").json()["offsets"] == before[name]
+
+    # an explicit choice is obeyed, and the plan lists the flows it affects
+    planned = reset(
+        k8s,
+        "mm2-shared-plan",
+        {
+            "clusterRef": {"name": "mm2"},
+            "action": "reset",
+            "dryRun": True,
+            "mirrorMaker2": mm2_block(mm2, kafka, offsetSyncs="delete"),
+        },
+        phase="Planned",
+    )
+    assert planned["plan"]["offsetSyncsCleanup"] == "delete"
+    assert (
+        planned["plan"]["offsetSyncsOtherFlows"]
+        == "second-flow (Connector second-flow), 1 not managed in this namespace"
+    )
+    rest.http.delete(rest.path(third))
+
+
+def test_mm2_refused_second_call_keeps_connectors_stopped_and_restore_brings_offsets_back(
+    k8s: K8s, mm2: dict[str, Any], kafka: Tansu
+) -> None:
+    """Resetting several connectors takes one call each: when Connect refuses the second after
+    the first changed offsets, nothing is resumed on half-applied offsets; the restore manifest
+    the failure names puts every offset back exactly."""
+    import kubernetes
+    import yaml
+
+    from tests.env.faultproxy import FaultProxy, FaultRule
+
+    rest: ConnectREST = mm2["rest"]
+    names = mm2["names"]
+    worker: ConnectWorker = mm2["worker"]
+    before = {n: rest.http.get(rest.path(n) + "/offsets").json()["offsets"] for n in names.values()}
+    records_before = _offsets_records(kafka, worker, names.values())
+    replicated = topic_record_count(kafka.bootstrap, mm2["remote"])
+    with FaultProxy(worker.url) as proxy:
+        spec = connect_cluster_spec(worker)
+        spec["restUrl"] = proxy.url
+        k8s.create("connectclusters", "mm2-proxied", spec, "ConnectCluster")
+        k8s.wait_condition("connectclusters", "mm2-proxied", "Ready", "True")
+        refuse = proxy.add_rule(
+            FaultRule.status(
+                400, "injected: offsets refused", method="DELETE", path=rf"^/connectors/{names['checkpoint']}/offsets$"
+            )
+        )
+        failed = reset(
+            k8s,
+            "mm2-half",
+            {
+                "clusterRef": {"name": "mm2-proxied"},
+                "action": "reset",
+                "mirrorMaker2": mm2_block(mm2, kafka, offsetSyncs="keep"),
+            },
+            phase="Failed",
+            timeout=240,
+        )
+        assert refuse.fired >= 1
+        backup = failed["backup"]["configMap"]
+        cond = next(c for c in failed["conditions"] if c["type"] == "Succeeded")
+        assert cond["reason"] == "ResetFailed"
+        assert backup in cond["message"]
+        assert "stay STOPPED" in cond["message"]
+        assert [c["state"] for c in failed["changes"]] == ["Done", "Refused"]
+        # stopped and locked, the source's offsets really gone (the half that was applied), the
+        # checkpoint's untouched, and nothing replicated meanwhile
+        for name in names.values():
+            assert rest.state(name) == "STOPPED"
+        leases = kubernetes.client.CoordinationV1Api(k8s.core.api_client).list_namespaced_lease(k8s.ns).items
+        assert len(leases) == 3
+        assert rest.http.get(rest.path(names["source"]) + "/offsets").json()["offsets"] == []
+        assert (
+            rest.http.get(rest.path(names["checkpoint"]) + "/offsets").json()["offsets"] == before[names["checkpoint"]]
+        )
+        time.sleep(3)
+        assert topic_record_count(kafka.bootstrap, mm2["remote"]) == replicated
+
+        proxy.clear_rules()
+        manifest = yaml.safe_load(failed["restoreManifest"])
+        assert manifest["spec"]["restoreFrom"] == backup
+        restore_name = manifest["metadata"]["name"]
+        k8s.custom.create_namespaced_custom_object("connectops.io", "v1alpha1", k8s.ns, "offsetresets", manifest)
+        restored = wait_for(
+            lambda: (
+                (k8s.get("offsetresets", restore_name).get("status") or {}).get("phase") in ("Succeeded", "Failed")
+                and k8s.get("offsetresets", restore_name)["status"]
+            ),
+            240,
+            "restore to finish",
+        )
+        assert restored["phase"] == "Succeeded", restored.get("conditions")
+        lock = next(s for s in restored["steps"] if s["name"] == "lock")
+        assert "took over the lock" in lock["message"]
+    # every offset back exactly, read from Connect and from the offsets topic itself
+    for name in names.values():
+        assert rest.http.get(rest.path(name) + "/offsets").json()["offsets"] == before[name]
+        assert rest.state(name) == "RUNNING"
+    assert _offsets_records(kafka, worker, names.values()) == records_before
+    time.sleep(3)
+    assert topic_record_count(kafka.bootstrap, mm2["remote"]) == replicated  # no re-replication
+
+
+def _offsets_records(kafka: Tansu, worker: ConnectWorker, names: Any) -> dict[str, Any]:
+    """Each connector's offsets as the offsets topic holds them: latest value per partition map."""
+    latest: dict[str, Any] = {}
+    for record in KafkaOffsets(kafka.bootstrap).read_connector_offsets(worker.offset_topic, set(names)):
+        latest[json.dumps([record.connector, record.partition_map], sort_keys=True)] = record.source_offset()
+    return {k: v for k, v in latest.items() if v is not None}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from typing import Any
 
 
 def topic_record_count(bootstrap: str, topic: str, idle: float = 2.0) -> int:
@@ -37,3 +38,70 @@ def topic_record_count(bootstrap: str, topic: str, idle: float = 2.0) -> int:
         return count
     finally:
         consumer.close()
+
+
+# Why one record per batch: the test broker (Tansu 0.6, memory storage) moves a partition's high
+# watermark and ListOffsets "latest" by one per produced *batch*, not per record (a 50-record
+# batch reads as end offset 1). Apache Kafka reports the next record's offset. Any test that
+# trusts an end offset (toLatest, lag) must therefore produce one record per batch, and say so
+# with assert_end_offsets_true before relying on one. The Connect workers of the test
+# environment do the same for their connectors' producers (producer.batch.size=1 in
+# tests/env/servers.py); tests that need batching (producer overrides) override it per connector
+# and never read end offsets.
+SINGLE_RECORD_BATCHES = {"linger.ms": 0, "batch.num.messages": 1}
+
+
+def single_record_producer(bootstrap: str) -> Any:
+    """A confluent-kafka Producer that sends every record in a batch of its own (see above)."""
+    from confluent_kafka import Producer
+
+    return Producer({"bootstrap.servers": bootstrap, **SINGLE_RECORD_BATCHES})
+
+
+def partition_record_counts(bootstrap: str, topic: str, idle: float = 1.5) -> dict[int, int]:
+    """Records per partition of ``topic``, counted by reading every record (never from watermarks)."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": f"count-{uuid.uuid4().hex[:6]}", "enable.auto.commit": False}
+    )
+    try:
+        meta = consumer.list_topics(topic, timeout=10)
+        partitions = sorted(meta.topics[topic].partitions)
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+        counts = dict.fromkeys(partitions, 0)
+        quiet_since, deadline = time.monotonic(), time.monotonic() + 30
+        while time.monotonic() - quiet_since < idle and time.monotonic() < deadline:
+            batch = [m for m in consumer.consume(num_messages=1000, timeout=0.3) if m.error() is None]
+            for message in batch:
+                counts[message.partition()] += 1
+            if batch:
+                quiet_since = time.monotonic()
+        return counts
+    finally:
+        consumer.close()
+
+
+def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    """ListOffsets "latest" per partition, as the operator's toLatest and lag read them."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient, OffsetSpec
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    partitions = admin.list_topics(topic, timeout=10).topics[topic].partitions
+    futures = admin.list_offsets({TopicPartition(topic, p): OffsetSpec.latest() for p in partitions})
+    return {tp.partition: int(f.result(timeout=15).offset) for tp, f in futures.items()}
+
+
+def assert_end_offsets_true(bootstrap: str, topic: str) -> dict[int, int]:
+    """Fail unless the broker's end offset of every partition equals the records it holds.
+
+    Call before a test trusts an end offset: on the test broker a multi-record batch makes them
+    differ (see SINGLE_RECORD_BATCHES), and a test could then pass whatever the code does."""
+    counted = partition_record_counts(bootstrap, topic)
+    reported = end_offsets(bootstrap, topic)
+    assert reported == counted, (
+        f"end offsets of {topic} are not true: the broker says {reported}, the partitions hold {counted} "
+        "record(s) (Tansu counts batches, not records: produce one record per batch)"
+    )
+    return reported

@@ -694,6 +694,11 @@ class ConnectWorker(_Server):
             # test groups gain nothing from waiting for it to come back.
             "scheduled.rebalance.max.delay.ms": "1000",
             "connector.client.config.override.policy": self.override_policy,
+            # One record per produce batch: the test broker reports end offsets per batch, not per
+            # record, so end offsets are true only this way (tests/env/records.py says more).
+            # Connectors that need batching set producer.override.batch.size themselves.
+            "producer.batch.size": "1",
+            "producer.linger.ms": "0",
         }
         if self.plugin_path:
             props["plugin.path"] = ",".join(str(p) for p in self.plugin_path)

@@ -32,6 +32,7 @@ import yaml
 from kubernetes.client.exceptions import ApiException
 
 from connectops.failpoints import EXIT_CODE
+from connectops.reconcilers.offset_reset import backup_name
 from tests.e2e.conftest import OPERATOR_ENV, K8s
 from tests.env.servers import KubeAPI, ManagedProcess
 from tests.helm.chart import CHART_DIR, Obj, apply, one, render
@@ -348,7 +349,7 @@ class Observation:
     reset_phase: str | None = None  # the OffsetReset's last phase
     reset_status: dict[str, Any] = field(default_factory=dict)
     backup_exists: bool = False
-    backup_rewritten: bool = False  # the restarted operator wrote the existing backup over
+    backup_kept: bool = False  # the restarted operator kept the backup taken before the crash
     leases_left: int = 0
     reset_check_launched: bool = False
     reset_check_timed_out: bool = False  # the reset's check timed out and its app was deleted
@@ -384,7 +385,7 @@ class Observation:
             "verdict published": self.verdict_published,
             "crash at backup": self.crashed_at_backup,
             "reset Succeeded": self.reset_phase == "Succeeded",
-            "backup rewritten on retry": self.backup_rewritten,
+            "backup kept on retry (never overwritten)": self.backup_kept,
             "lock released": self.backup_exists and self.leases_left == 0,
             "reset check timed out": self.reset_check_timed_out,
             "Events posted": {"Created", *STEP_EVENTS} <= self.event_reasons,
@@ -568,9 +569,7 @@ class Scenario:
         obs.reset_phase = self._reset_phase_now()
         backup_after = self._backup_taken_at()
         obs.backup_exists = backup_after is not None
-        obs.backup_rewritten = (
-            obs.crashed_at_backup and None not in (backup_before, backup_after) and backup_before != backup_after
-        )
+        obs.backup_kept = obs.crashed_at_backup and backup_before is not None and backup_before == backup_after
         app = self._last_check_app("offsetresets", "r")
         obs.reset_check_launched = app is not None
         if app is not None and obs.reset_phase == "Succeeded":
@@ -606,7 +605,7 @@ class Scenario:
         except ApiException:
             return None
         status = body.get("status") or {}
-        name = (status.get("backup") or {}).get("configMap") or f"connectops-backup-r-{body['metadata']['uid'][:8]}"
+        name = (status.get("backup") or {}).get("configMap") or backup_name(self.ns, "r", body["metadata"]["uid"])
         try:
             cm = self.k8s.core.read_namespaced_config_map(name, self.ns)
         except ApiException:

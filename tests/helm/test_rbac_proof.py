@@ -169,11 +169,6 @@ EXPECTED: Final[dict[str, Breaks]] = {
         "the backup ConfigMap cannot be created: the reset fails at its backup step, no backup exists",
         lambda o: o.reset_phase == "Failed" and o.reset_failed_step == "backup" and not o.backup_exists,
     ),
-    "configmaps/update": Breaks(
-        "after a crash right after the backup, the re-run backup step cannot write the existing "
-        "ConfigMap over (create answers 409, update 403): the reset fails at its backup step",
-        lambda o: o.crashed_at_backup and o.reset_phase == "Failed" and o.reset_failed_step == "backup",
-    ),
     "secrets": Breaks(
         "the configFrom Secret cannot be read: Ready=False (KubernetesError), the connector never reaches Connect",
         lambda o: _kubernetes_error(o, "Secret") and not o.in_connect,
@@ -231,7 +226,8 @@ UNNEEDED: Final[dict[str, str]] = {}
 # Removed from _rbac.tpl after this proof showed them unused (each alone and all together gave a
 # complete run with no 403): connectops-status/get and /update (status is only merge-patched),
 # events/patch and the events.k8s.io rule (kopf only creates core/v1 Events), configmaps/list and
-# /patch (read by name; created or replaced), leases/update (lock = create + delete),
+# /patch (read by name; created or replaced), configmaps/update (backups are create-only since
+# they may never be overwritten: a re-run backup step keeps the first copy), leases/update (lock = create + delete),
 # sparkapplications/list and /watch (read by name on each resync), crds/get and namespaces/get
 # (kopf lists and watches, never reads one by name).
 

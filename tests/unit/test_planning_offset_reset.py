@@ -19,16 +19,21 @@ from connectops.planning.connector import capabilities_for
 from connectops.planning.offset_reset import (
     ALL_STEPS,
     ConnectorKind,
+    MirrorFlow,
     PlanError,
     Step,
     TargetConnector,
     connector_kind,
     diff_offsets,
     expected_after,
+    mirror_source_syncs,
     offset_syncs_topic,
     plan_reset,
+    restore_entries,
     resume_state,
+    shares_syncs_topic,
     sink_group,
+    untouched,
     validate_entries,
 )
 
@@ -286,3 +291,85 @@ def test_expected_after_and_diff() -> None:
     assert altered == [{"partition": {"kafka_topic": "t", "kafka_partition": 0}, "offset": {"kafka_offset": 1}}]
     assert diff_offsets(altered, altered) == []
     assert diff_offsets(altered, before)
+
+
+def _sink(topic: str, partition: int, offset: int | None) -> dict[str, Any]:
+    return {
+        "partition": {"kafka_topic": topic, "kafka_partition": partition},
+        "offset": None if offset is None else {"kafka_offset": offset},
+    }
+
+
+@pytest.mark.parametrize("action", [ResetAction.TO_LATEST, ResetAction.TO_EARLIEST, ResetAction.TO_TIMESTAMP])
+def test_set_to_keeps_every_partition_it_does_not_name(action: ResetAction) -> None:
+    """The defect this replaced: set-to was "exactly the requested partitions", so a reset of one
+    topic of a two-topic sink verified fine while the other topic had lost its offsets."""
+    before = [_sink("orders", 0, 3), _sink("payments", 0, 2), _sink("payments", 1, 4)]
+    after = expected_after(action, [_sink("orders", 0, 9)], before)
+    assert after == [_sink("orders", 0, 9), _sink("payments", 0, 2), _sink("payments", 1, 4)]
+    # a read-back that lost payments is a difference, not a success
+    assert diff_offsets(after, [_sink("orders", 0, 9)])
+
+
+def test_restore_is_exactly_the_backup_in_one_patch() -> None:
+    saved = [_sink("t", 0, 5), _sink("t", 1, 6)]
+    current = [_sink("t", 0, 9), _sink("t", 2, 1)]
+    patch = restore_entries(saved, current)
+    # saved offsets, and null for the partition the backup did not have: no DELETE needed first
+    assert patch == [_sink("t", 0, 5), _sink("t", 1, 6), _sink("t", 2, None)]
+    assert expected_after(ResetAction.RESTORE, patch, current) == saved
+    assert restore_entries([], []) == []
+    assert untouched([_sink("t", 0, 1)], current) == [_sink("t", 2, 1)]
+
+
+SOURCE_MM2 = {
+    "connector.class": "org.apache.kafka.connect.mirror.MirrorSourceConnector",
+    "source.cluster.alias": "us",
+    "target.cluster.alias": "eu",
+    "source.cluster.bootstrap.servers": "us-1:9092,us-2:9092",
+}
+
+
+def test_mirror_source_syncs_topic_from_config_with_mm2_defaults() -> None:
+    assert mirror_source_syncs(SOURCE_MM2) == ("mm2-offset-syncs.eu.internal", frozenset({"us-1:9092", "us-2:9092"}))
+    assert mirror_source_syncs({})[0] == "mm2-offset-syncs.target.internal"
+    on_target = {**SOURCE_MM2, "offset-syncs.topic.location": "target", "target.cluster.bootstrap.servers": "eu:9"}
+    assert mirror_source_syncs(on_target) == ("mm2-offset-syncs.us.internal", frozenset({"eu:9"}))
+    assert shares_syncs_topic(SOURCE_MM2, "mm2-offset-syncs.eu.internal", "us-2:9092")
+    assert not shares_syncs_topic(SOURCE_MM2, "mm2-offset-syncs.eu.internal", "elsewhere:9092")
+    assert not shares_syncs_topic(SOURCE_MM2, "mm2-offset-syncs.ap.internal", "us-1:9092")
+    # unknown bootstrap on either side: counted as shared (a false "shared" only asks to choose)
+    assert shares_syncs_topic(
+        {k: v for k, v in SOURCE_MM2.items() if "bootstrap" not in k}, "mm2-offset-syncs.eu.internal", "x:1"
+    )
+
+
+def test_mm2_default_cleanup_refuses_when_other_flows_share_the_topic() -> None:
+    flows = [MirrorFlow("other", "other-obj"), MirrorFlow("foreign")]
+    with pytest.raises(PlanError) as refused:
+        plan_reset(mm2_spec(offsetSyncs="auto"), MM2_TARGETS, V43, has_kafka_access=True, other_flows=flows)
+    assert "2 other MirrorSourceConnector flow(s)" in str(refused.value)
+    assert "other (Connector other-obj), 1 not managed in this namespace" in str(refused.value)
+    alone = plan_reset(mm2_spec(offsetSyncs="auto"), MM2_TARGETS, V43, has_kafka_access=True)
+    assert alone.offset_syncs_cleanup == "delete"
+    explicit = plan_reset(mm2_spec(offsetSyncs="delete"), MM2_TARGETS, V43, has_kafka_access=True, other_flows=flows)
+    assert explicit.offset_syncs_cleanup == "delete"
+    assert explicit.summary()["offsetSyncsOtherFlows"] == "other (Connector other-obj), 1 not managed in this namespace"
+    kept = plan_reset(mm2_spec(offsetSyncs="keep"), MM2_TARGETS, V43, has_kafka_access=True, other_flows=flows)
+    assert Step.OFFSET_SYNCS not in kept.steps
+
+
+def test_external_offsets_need_acknowledgement() -> None:
+    external = [TargetConnector("s", ConnectorKind.SINK, "RUNNING", {}, offsets_external=True)]
+    spec = {"connectorName": "s", "clusterRef": {"name": "c"}, "action": "reset"}
+    with pytest.raises(PlanError, match="acknowledgeExternalOffsets"):
+        plan_reset(OffsetResetSpec.model_validate(spec), external, V43, has_kafka_access=True)
+    dry = plan_reset(OffsetResetSpec.model_validate({**spec, "dryRun": True}), external, V43, has_kafka_access=True)
+    assert "offsetsManagedExternally" in dry.warnings[0]
+    acked = plan_reset(
+        OffsetResetSpec.model_validate({**spec, "acknowledgeExternalOffsets": True}),
+        external,
+        V43,
+        has_kafka_access=True,
+    )
+    assert acked.summary()["warnings"] == acked.warnings

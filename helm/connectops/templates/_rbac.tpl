@@ -36,10 +36,10 @@ Each entry:
 - id: configmaps
   scope: namespaced
   mode: any
-  why: offset backups before a reset (create, or update when a resumed step re-writes it), check verdicts (get)
+  why: offset backups before a reset (create only; a resumed step reads its own back, never overwrites), check verdicts (get)
   apiGroups: [""]
   resources: [configmaps]
-  verbs: [get, create, update]
+  verbs: [get, create]
 - id: secrets
   scope: namespaced
   mode: any

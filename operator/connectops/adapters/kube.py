@@ -204,7 +204,7 @@ class KubeClient:
         )
         return cm
 
-    async def put_config_map(
+    async def create_config_map(
         self,
         namespace: str,
         name: str,
@@ -213,8 +213,10 @@ class KubeClient:
         binary_data: dict[str, str] | None = None,
         labels: dict[str, str] | None = None,
         annotations: dict[str, str] | None = None,
-    ) -> None:
-        """Create or replace a ConfigMap (idempotent: a retried step writes the same content)."""
+    ) -> bool:
+        """Create a ConfigMap, never replacing one: False when the name is taken (the caller
+        decides whether the existing one is its own). Backups are written this way, so a second
+        writer (a retried step, a second operator process) can never overwrite the first copy."""
         body = client.V1ConfigMap(
             metadata=client.V1ObjectMeta(
                 name=name, namespace=namespace, labels=labels or {}, annotations=annotations or {}
@@ -225,15 +227,10 @@ class KubeClient:
         try:
             await asyncio.to_thread(self._core.create_namespaced_config_map, namespace, body)
         except ApiException as exc:
-            if exc.status != 409:
-                raise KubeUnavailable(f"ConfigMap {namespace}/{name}: API answered {exc.status} {exc.reason}") from None
-            await self._call(
-                self._core.replace_namespaced_config_map,
-                name,
-                namespace,
-                body,
-                what=f"ConfigMap {namespace}/{name}",
-            )
+            if exc.status == 409:
+                return False
+            raise KubeUnavailable(f"ConfigMap {namespace}/{name}: API answered {exc.status} {exc.reason}") from None
+        return True
 
     # -- offset-reset lock ------------------------------------------------------------------------
 
@@ -281,6 +278,31 @@ class KubeClient:
                 raise LockHeld(current.holder) from None
             return current
         return Lock(name=name, holder=holder, acquired_at=now.isoformat())
+
+    async def transfer_lock(
+        self, namespace: str, cluster: str, connector: str, from_holder: str, to_holder: str, owner: dict[str, Any]
+    ) -> Lock:
+        """Hand a held Lease from ``from_holder`` to ``to_holder`` without a moment unlocked (a
+        restore taking over from the failed reset whose backup it restores). The replace carries
+        the read resourceVersion, so a concurrent change makes it fail instead of overwriting."""
+        name = lock_name(cluster, connector)
+        lease = await self._call(self._coord.read_namespaced_lease, name, namespace, what=f"Lease {namespace}/{name}")
+        current = (lease.spec.holder_identity if lease.spec else "") or ""
+        if current == to_holder:
+            return Lock(name=name, holder=to_holder, acquired_at=None)
+        if current != from_holder:
+            raise LockHeld(current)
+        now = datetime.now(UTC)
+        lease.metadata.owner_references = [owner]
+        lease.spec.holder_identity = to_holder
+        lease.spec.acquire_time = now
+        try:
+            await asyncio.to_thread(self._coord.replace_namespaced_lease, name, namespace, lease)
+        except ApiException as exc:
+            if exc.status == 409:
+                raise LockHeld(current) from None
+            raise KubeUnavailable(f"Lease {namespace}/{name}: API answered {exc.status}") from None
+        return Lock(name=name, holder=to_holder, acquired_at=now.isoformat())
 
     async def release_lock(self, namespace: str, cluster: str, connector: str, holder: str) -> None:
         current = await self.lock_holder(namespace, cluster, connector)

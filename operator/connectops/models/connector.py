@@ -147,6 +147,14 @@ class ConnectorSpec(CamelModel):
     state: DesiredState = Field(default=DesiredState.RUNNING, description="running|paused|stopped")
     auto_restart: AutoRestart = Field(default_factory=AutoRestart, description="Failed connector/task restarts.")
     check: CheckSpec = Field(default_factory=CheckSpec, description="Lag and balance check after changes.")
+    offsets_managed_externally: bool = Field(
+        default=False,
+        description=(
+            "The connector keeps its position outside Kafka too (a sink that recovers it from the "
+            "target system, say): an OffsetReset of it is refused unless it sets "
+            "acknowledgeExternalOffsets."
+        ),
+    )
 
     @field_validator("connector_name")
     @classmethod

@@ -38,9 +38,21 @@ class ResumePolicy(StrEnum):
 
 
 class OffsetSyncsCleanup(StrEnum):
+    """What a MirrorMaker 2 reset does to the offset-syncs topic.
+
+    The topic is shared by every flow between the same two clusters, so deleting it reaches flows
+    the reset does not name, and keeping it leaves syncs that make MM2 create topics without
+    mirroring data. ``auto`` deletes it only when the reset covers every MirrorSourceConnector on
+    the worker that uses it, and otherwise refuses before any change, asking for ``keep`` or
+    ``delete`` explicitly.
+    """
+
+    AUTO = "auto"
     DELETE = "delete"
     TRUNCATE = "truncate"
+    KEEP = "keep"
     NONE = "none"
+    """The same as keep (the name used before keep existed)."""
 
 
 class OffsetsTopicLocation(StrEnum):
@@ -93,8 +105,13 @@ class MirrorMaker2(CamelModel):
         ),
     )
     offset_syncs: OffsetSyncsCleanup = Field(
-        default=OffsetSyncsCleanup.DELETE,
-        description="delete the offset-syncs topic, truncate it (DeleteRecords), or leave it.",
+        default=OffsetSyncsCleanup.AUTO,
+        description=(
+            "auto: delete the offset-syncs topic when this reset covers every MirrorSourceConnector "
+            "on the worker that uses it, else refuse before any change; delete: delete it even if "
+            "other flows use it (their translated offsets restart); keep (or none): leave it "
+            "(accepting stale syncs); truncate: DeleteRecords on it."
+        ),
     )
     source_cluster: KafkaClusterAccess | None = Field(
         default=None, description="Source Kafka cluster (for offset-syncs on the source)."
@@ -136,6 +153,14 @@ class OffsetResetSpec(CamelModel):
         default=None, description="Reset a MirrorMaker 2 deployment's connectors together."
     )
     dry_run: bool = Field(default=False, description="Publish the plan in status and stop there.")
+    acknowledge_external_offsets: bool = Field(
+        default=False,
+        description=(
+            "Required when the Connector declares offsetsManagedExternally: the reset changes only "
+            "the offsets Kafka Connect manages; the position the connector keeps elsewhere must be "
+            "changed by hand."
+        ),
+    )
     resume: ResumePolicy = Field(
         default=ResumePolicy.DESIRED,
         description=(
@@ -192,6 +217,23 @@ class BackupStatus(StatusModel):
     taken_at: str | None = Field(default=None, description="When the backup was taken.")
 
 
+class OffsetChange(StatusModel):
+    """One offsets call that changed (or may have changed) a connector, and Connect's answer."""
+
+    connector: str = Field(description="Connector whose offsets were changed.")
+    call: str = Field(description="The call: PATCH offsets, DELETE offsets, tombstones, group offsets.")
+    partitions: int = Field(default=0, description="Partitions named in the call (0: all of them).")
+    state: str = Field(default="Started", description="Started (outcome unknown), Done or Refused.")
+    confirmed_by_connector: bool | None = Field(
+        default=None,
+        description=(
+            "Connect's answer: true when the connector confirmed the change (its alterOffsets), "
+            "false when only the framework-managed offsets were changed; null when not a REST call."
+        ),
+    )
+    message: str | None = Field(default=None, description="Connect's message, verbatim (sanitized).")
+
+
 class OffsetResetStatus(StatusModel):
     phase: str | None = Field(default=None, description="Pending, Planned (dry run), Running, Succeeded or Failed.")
     observed_generation: int | None = Field(default=None, description="Generation acted upon.")
@@ -208,6 +250,13 @@ class OffsetResetStatus(StatusModel):
     )
     plan: dict[str, Any] | None = Field(default=None, description="What was (or would be) done.")
     backup: BackupStatus | None = Field(default=None, description="Where the old offsets are.")
+    changes: list[OffsetChange] = Field(
+        default_factory=list, description="Every offsets call that changed (or may have changed) a connector."
+    )
+    restore_manifest: str | None = Field(
+        default=None,
+        description="After a failure past the first change: the OffsetReset (YAML) that restores the backup.",
+    )
     history: list[HistoryEntry] = Field(default_factory=list, description="Last events (bounded).")
     last_check: LastCheck | None = Field(default=None, description="Lag and balance check after the reset.")
     conditions: list[Condition] = Field(default_factory=list, description="Succeeded, Immutable.")

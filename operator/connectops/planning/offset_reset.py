@@ -172,6 +172,17 @@ class TargetConnector:
     config: Mapping[str, str]
     managed_state: str | None = None
     """The Connector object's spec.state, when the connector is managed by one."""
+    offsets_external: bool = False
+    """The Connector object declares that the connector keeps its position outside Kafka too."""
+
+
+@dataclass(frozen=True)
+class MirrorFlow:
+    """Another MirrorSourceConnector on the worker that uses the same offset-syncs topic."""
+
+    connector: str
+    managed_by: str | None = None
+    """The Connector object managing it in the reset's own namespace (other namespaces' are not named)."""
 
 
 @dataclass
@@ -187,9 +198,13 @@ class ResetPlan:
     offset_syncs_cleanup: OffsetSyncsCleanup = OffsetSyncsCleanup.NONE
     offset_syncs_on: str | None = None
     """'source' or 'target': which cluster holds the offset-syncs topic."""
+    other_flows: list[MirrorFlow] = field(default_factory=list)
+    """Flows the reset does not name that share the offset-syncs topic."""
+    warnings: list[str] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
         return {
+            **({"warnings": list(self.warnings)} if self.warnings else {}),
             "strategy": str(self.strategy),
             "steps": [str(s) for s in self.steps],
             "connectors": [
@@ -201,6 +216,7 @@ class ResetPlan:
                     "offsetSyncsTopic": self.offset_syncs_topic,
                     "offsetSyncsCleanup": str(self.offset_syncs_cleanup),
                     "offsetSyncsCluster": self.offset_syncs_on,
+                    "offsetSyncsOtherFlows": _describe_flows(self.other_flows),
                 }
                 if self.offset_syncs_topic
                 else {}
@@ -242,14 +258,19 @@ def plan_reset(
     caps: Capabilities,
     *,
     has_kafka_access: bool,
+    other_flows: Sequence[MirrorFlow] = (),
 ) -> ResetPlan:
-    """Validate the request against what was inspected and lay out the steps."""
+    """Validate the request against what was inspected and lay out the steps.
+
+    ``other_flows``: MirrorSourceConnectors on the worker, not part of this reset, whose
+    offset-syncs topic is the one this reset would clean up (see :func:`mirror_source_syncs`)."""
     strategy = resolve_strategy(ResetStrategy(spec.strategy), caps, has_kafka_access)
     action = ResetAction(spec.action)
     entries: dict[str, list[OffsetEntry]] = {}
     for target in connectors:
         if action in SINK_ONLY_ACTIONS and target.kind is not ConnectorKind.SINK:
             raise PlanError(f"action {action} applies to sink connectors; {target.name} is a {target.kind}")
+    warnings = _external_offsets_warnings(spec, connectors)
     if action is ResetAction.ALTER:
         entries = _route_entries(spec.offsets, connectors)
         for target in connectors:
@@ -267,17 +288,14 @@ def plan_reset(
     steps = list(ALL_STEPS)
     mm2 = spec.mirror_maker2
     syncs_topic = None
-    cleanup = OffsetSyncsCleanup.NONE
+    cleanup = OffsetSyncsCleanup.KEEP
     syncs_on = None
+    flows: list[MirrorFlow] = []
+    requested = OffsetSyncsCleanup(mm2.offset_syncs) if mm2 is not None else OffsetSyncsCleanup.KEEP
     if (
         mm2 is not None
-        and OffsetSyncsCleanup(mm2.offset_syncs) is not OffsetSyncsCleanup.NONE
-        and action
-        in (
-            ResetAction.RESET,
-            ResetAction.ALTER,
-            ResetAction.RESTORE,
-        )
+        and requested not in (OffsetSyncsCleanup.KEEP, OffsetSyncsCleanup.NONE)
+        and action in (ResetAction.RESET, ResetAction.ALTER, ResetAction.RESTORE)
     ):
         location = OffsetsTopicLocation(mm2.offset_syncs_topic_location)
         syncs_topic = offset_syncs_topic(
@@ -287,7 +305,8 @@ def plan_reset(
             mm2.separator,
             mm2.internal_topic_separator_enabled,
         )
-        cleanup = OffsetSyncsCleanup(mm2.offset_syncs)
+        flows = list(other_flows)
+        cleanup = _syncs_cleanup(requested, syncs_topic, flows)
         syncs_on = str(location)
     else:
         steps.remove(Step.OFFSET_SYNCS)
@@ -301,7 +320,87 @@ def plan_reset(
         offset_syncs_topic=syncs_topic,
         offset_syncs_cleanup=cleanup,
         offset_syncs_on=syncs_on,
+        other_flows=flows,
+        warnings=warnings,
     )
+
+
+def _external_offsets_warnings(spec: OffsetResetSpec, connectors: Sequence[TargetConnector]) -> list[str]:
+    """A connector that keeps its position outside Kafka too is reset only when the user says they
+    know (Connect changes its own copy; the connector may then resume from the other one)."""
+    external = [t.name for t in connectors if t.offsets_external]
+    if not external:
+        return []
+    text = (
+        f"{', '.join(external)} declares offsetsManagedExternally: this reset changes only the offsets "
+        "Kafka Connect manages; the position the connector keeps elsewhere must be changed by hand"
+    )
+    if not spec.acknowledge_external_offsets and not spec.dry_run:
+        raise PlanError(f"{text}. Set acknowledgeExternalOffsets: true to reset it anyway")
+    return [text]
+
+
+def _syncs_cleanup(requested: OffsetSyncsCleanup, topic: str, flows: Sequence[MirrorFlow]) -> OffsetSyncsCleanup:
+    if requested is not OffsetSyncsCleanup.AUTO:
+        return requested
+    if not flows:
+        return OffsetSyncsCleanup.DELETE
+    raise PlanError(
+        f"the offset-syncs topic {topic} is also used by {len(flows)} other MirrorSourceConnector flow(s) "
+        f"on this worker ({_describe_flows(flows)}): deleting it restarts their offset translation, keeping "
+        "it leaves stale syncs (MM2 then creates topics without mirroring data). Choose explicitly: "
+        "mirrorMaker2.offsetSyncs: delete (accepting the impact on those flows) or keep (accepting stale syncs)"
+    )
+
+
+def _describe_flows(flows: Sequence[MirrorFlow]) -> str:
+    if not flows:
+        return "none"
+    named = sorted(f"{f.connector} (Connector {f.managed_by})" for f in flows if f.managed_by)
+    unnamed = len(flows) - len(named)
+    parts = named + ([f"{unnamed} not managed in this namespace"] if unnamed else [])
+    return ", ".join(parts)
+
+
+#: MirrorConnectorConfig's defaults (connect-mirror), used when a connector's config omits them
+_MM2_DEFAULTS = {
+    "source.cluster.alias": "source",
+    "target.cluster.alias": "target",
+    "offset-syncs.topic.location": "source",
+    "replication.policy.separator": ".",
+    "replication.policy.internal.topic.separator.enabled": "true",
+}
+
+
+def mirror_source_syncs(config: Mapping[str, str]) -> tuple[str, frozenset[str]]:
+    """The offset-syncs topic a MirrorSourceConnector with ``config`` writes, and the bootstrap
+    servers of the cluster holding it (empty when the config does not say)."""
+
+    def get(key: str) -> str:
+        return str(config.get(key) or _MM2_DEFAULTS[key])
+
+    location = OffsetsTopicLocation(get("offset-syncs.topic.location").lower())
+    topic = offset_syncs_topic(
+        get("source.cluster.alias"),
+        get("target.cluster.alias"),
+        location,
+        get("replication.policy.separator"),
+        get("replication.policy.internal.topic.separator.enabled").lower() != "false",
+    )
+    return topic, _servers(config.get(f"{location}.cluster.bootstrap.servers", ""))
+
+
+def _servers(text: str) -> frozenset[str]:
+    return frozenset(s.strip().lower() for s in text.split(",") if s.strip())
+
+
+def shares_syncs_topic(config: Mapping[str, str], topic: str, bootstrap: str) -> bool:
+    """Whether a MirrorSourceConnector with ``config`` uses ``topic`` on the cluster at
+    ``bootstrap``. Unknown bootstraps count as the same cluster: a false "shared" only asks the
+    user to choose; a false "not shared" would delete another flow's syncs."""
+    their_topic, their_servers = mirror_source_syncs(config)
+    ours = _servers(bootstrap)
+    return their_topic == topic and (not ours or not their_servers or bool(ours & their_servers))
 
 
 def _route_entries(
@@ -326,22 +425,44 @@ def _route_entries(
 def expected_after(
     action: ResetAction, requested: Sequence[Mapping[str, Any]], before: Sequence[Mapping[str, Any]]
 ) -> list[dict[str, Any]]:
-    """The offsets a connector should report after the reset (for the verify step).
+    """Every partition offset the connector should report after the reset (for read-back).
 
-    ``requested`` and ``before`` are KIP-875 entries ({partition, offset}). Reset -> nothing;
-    alter -> ``before`` updated with ``requested`` (null removes); set-to -> exactly ``requested``.
+    ``requested`` and ``before`` are KIP-875 entries ({partition, offset}); a null offset removes
+    its partition. The result describes the whole connector, not only what was asked: reset ->
+    nothing; restore -> exactly ``requested`` (the backup); alter and the set-to actions ->
+    ``before`` with ``requested`` applied, so a partition that was not named must keep its offset.
     """
     if action is ResetAction.RESET:
         return []
     result: dict[str, dict[str, Any]] = {}
-    if action is ResetAction.ALTER:
-        result = {_key(e["partition"]): dict(e) for e in before}
+    if action is not ResetAction.RESTORE:
+        result = {_key(e["partition"]): dict(e) for e in before if e.get("offset") is not None}
     for entry in requested:
         if entry.get("offset") is None:
             result.pop(_key(entry["partition"]), None)
         else:
             result[_key(entry["partition"])] = {"partition": entry["partition"], "offset": entry["offset"]}
     return sorted(result.values(), key=lambda e: _key(e["partition"]))
+
+
+def restore_entries(saved: Sequence[Mapping[str, Any]], current: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One PATCH that brings a connector from ``current`` back to ``saved``: the saved offsets,
+    and null for every partition that has an offset now but had none then. One call instead of
+    DELETE-then-PATCH, so there is no moment where the connector has no offsets at all."""
+    kept = [{"partition": e["partition"], "offset": e["offset"]} for e in saved if e.get("offset") is not None]
+    known = {_key(e["partition"]) for e in kept}
+    cleared = [
+        {"partition": e["partition"], "offset": None}
+        for e in current
+        if e.get("offset") is not None and _key(e["partition"]) not in known
+    ]
+    return kept + cleared
+
+
+def untouched(entries: Sequence[Mapping[str, Any]], current: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The partitions of ``current`` that ``entries`` do not name: what the reset must leave alone."""
+    named = {_key(e["partition"]) for e in entries}
+    return [dict(e) for e in current if _key(e["partition"]) not in named]
 
 
 def _key(partition: Mapping[str, Any]) -> str:

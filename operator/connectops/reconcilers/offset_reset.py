@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import yaml
 from pydantic import ValidationError
 
 from connectops import failpoints, metrics
@@ -31,6 +32,7 @@ from connectops.adapters.kafka_offsets import (
     KafkaOffsets,
     KafkaOffsetsError,
     OffsetRecord,
+    parse_offset_key,
 )
 from connectops.adapters.kube import KubeClient, KubeError, KubeObjectMissing, LockHeld
 from connectops.errors import NotReadyYet, SpecInvalid
@@ -40,11 +42,13 @@ from connectops.models.checks import CheckSpec
 from connectops.models.connector import ConnectorSpec
 from connectops.models.offset_reset import (
     OffsetResetSpec,
+    OffsetsTopicLocation,
     OffsetSyncsCleanup,
     ResetAction,
 )
 from connectops.planning.offset_reset import (
     ConnectorKind,
+    MirrorFlow,
     PlanError,
     Step,
     TargetConnector,
@@ -52,8 +56,12 @@ from connectops.planning.offset_reset import (
     diff_offsets,
     expected_after,
     mirror_roles,
+    offset_syncs_topic,
     plan_reset,
+    restore_entries,
+    shares_syncs_topic,
     sink_group,
+    untouched,
 )
 from connectops.reconcilers.checks import CheckRunner, apply_check_conditions
 from connectops.reconcilers.clusters import ClusterHandle, ClusterRegistry
@@ -71,6 +79,13 @@ _INLINE_LIMIT = 700 * 1024
 def lock_holder(namespace: str, name: str, uid: str) -> str:
     """The Lease holder identity of one OffsetReset (the uid: a re-created namesake is another holder)."""
     return f"{GROUP}/offsetreset/{namespace}/{name}/{uid}"
+
+
+def backup_name(namespace: str, name: str, uid: str) -> str:
+    """A backup ConfigMap name that no other reset can have: readable prefix, then a hash of the
+    full identity (two long names sharing their first 200 characters still differ)."""
+    digest = hashlib.sha256(f"{namespace}/{name}/{uid}".encode()).hexdigest()[:12]
+    return f"connectops-backup-{name[:200]}-{digest}"
 
 
 def offsets_outcome(reset_step: dict[str, Any], action: str, backup: str | None) -> str:
@@ -448,14 +463,20 @@ class OffsetResetExecutor:
         run.history(f"{step}: failed: {message}")
         stopped_by_us = run.step(Step.STOP)["state"] in ("Running", "Done")
         backup = (run.status.get("backup") or {}).get("configMap")
+        # past the first call that may have changed offsets, resuming would run the connector on
+        # half-applied offsets: it stays stopped and locked until a restore or a person decides
+        unsafe = unsafe or (step in (Step.RESET, Step.OFFSET_SYNCS) and self._changed(run))
         detail = message
         resume_error: ConnectError | None = None
         if stopped_by_us and unsafe:
+            run.status["restoreManifest"] = self._restore_manifest(run, backup) if backup else None
             detail = (
                 f"{message}. The connector(s) {', '.join(run.status['connectors'])} stay STOPPED "
                 f"and locked because their offsets may be partly rewritten; the old offsets "
-                f"are in ConfigMap {backup}: fix the cause and create an OffsetReset with "
-                f"action restore (restoreFrom: {backup}), or delete this object to unlock"
+                f"are in ConfigMap {backup}. To put them back, apply the OffsetReset in "
+                f"status.restoreManifest (kubectl get offsetreset {run.name} -n {run.namespace} "
+                f"-o jsonpath='{{.status.restoreManifest}}' | kubectl apply -f -): it takes over this "
+                "reset's lock. Deleting this object unlocks the connector(s) as they are"
             )
         elif stopped_by_us:
             offsets = offsets_outcome(run.step(Step.RESET), str(run.spec.action), backup)
@@ -492,6 +513,33 @@ class OffsetResetExecutor:
         if resume_error is not None:
             raise resume_error
 
+    def _restore_manifest(self, run: Run, backup: str) -> str:
+        """The OffsetReset that puts this reset's backup back, ready for kubectl apply."""
+        spec: dict[str, Any] = {"action": "restore", "restoreFrom": backup, "strategy": run.status.get("strategy")}
+        executed = run.spec
+        if executed.connector_ref is not None:
+            spec["connectorRef"] = {"name": executed.connector_ref.name}
+        else:
+            assert executed.cluster_ref is not None
+            spec["clusterRef"] = {"name": executed.cluster_ref.name}
+            if executed.connector_name:
+                spec["connectorName"] = executed.connector_name
+            if executed.mirror_maker2 is not None:
+                mm2 = executed.mirror_maker2.model_dump(by_alias=True, exclude_none=True, mode="json")
+                # the offset-syncs topic was handled (or not) by the failed reset: leave it
+                spec["mirrorMaker2"] = {**mm2, "offsetSyncs": "keep"}
+            # unmanaged connectors: back to the state they had before the failed reset
+            first: dict[str, Any] = next(iter(run.plan.get("connectors") or []), {})
+            spec["resume"] = first.get("resumeTo", "running")
+        name = f"{run.name[:200]}-restore-{run.uid[:8]}"
+        manifest = {
+            "apiVersion": f"{GROUP}/v1alpha1",
+            "kind": "OffsetReset",
+            "metadata": {"name": name, "namespace": run.namespace},
+            "spec": spec,
+        }
+        return yaml.safe_dump(manifest, sort_keys=False)
+
     async def _finish_resume(self, body: Any, emit: EmitEvent) -> None:
         """Retry the resume of a Failed reset whose own resume failed (see ``_fail``)."""
         meta = body["metadata"]
@@ -527,9 +575,38 @@ class OffsetResetExecutor:
 
     async def _lock(self, run: Run) -> str:
         owner = {"apiVersion": f"{GROUP}/v1alpha1", "kind": "OffsetReset", "name": run.name, "uid": run.uid}
+        said = f"locked {', '.join(run.status['connectors'])}"
         for connector in run.status["connectors"]:
-            await self._kube.acquire_lock(run.namespace, run.cluster.name, connector, self._holder(run), owner)
-        return f"locked {', '.join(run.status['connectors'])}"
+            try:
+                await self._kube.acquire_lock(run.namespace, run.cluster.name, connector, self._holder(run), owner)
+            except LockHeld as held:
+                if not await self._restores_failed_reset(run, held.holder):
+                    raise
+                await self._kube.transfer_lock(
+                    run.namespace, run.cluster.name, connector, held.holder, self._holder(run), owner
+                )
+                said = f"took over the lock of the failed reset whose backup this restores ({held.holder})"
+        return said
+
+    async def _restores_failed_reset(self, run: Run, holder: str) -> bool:
+        """A restore of a failed reset's own backup may take that reset's lock: the connector then
+        stays locked (and stopped) from the failure until its offsets are back."""
+        if run.spec.action != ResetAction.RESTORE:
+            return False
+        prefix = f"{GROUP}/offsetreset/{run.namespace}/"
+        if not holder.startswith(prefix):
+            return False
+        name, _, uid = holder[len(prefix) :].rpartition("/")
+        try:
+            obj = await self._kube.custom_object(run.namespace, PLURAL, name)
+        except KubeObjectMissing:
+            return False
+        status = obj.get("status") or {}
+        return (
+            obj["metadata"].get("uid") == uid
+            and status.get("phase") == "Failed"
+            and (status.get("backup") or {}).get("configMap") == run.spec.restore_from
+        )
 
     async def _unlock(self, run: Run) -> str:
         for connector in run.status["connectors"]:
@@ -541,15 +618,13 @@ class OffsetResetExecutor:
         version, caps = await run.cluster.capabilities(0.0)
         targets = []
         roles = mirror_roles(run.spec)
+        managed = await self._managed_specs(run)
         for connector in run.status["connectors"]:
             info = await client.get_connector(connector)
             if info is None:
                 raise PlanError(f"connector {connector} does not exist in Kafka Connect")
             state = await client.get_status(connector)
-            managed = None
-            if run.spec.connector_ref is not None:
-                obj = await self._kube.custom_object(run.namespace, "connectors", run.spec.connector_ref.name)
-                managed = str(obj["spec"].get("state", "running"))
+            owner = managed.get(connector)
             targets.append(
                 TargetConnector(
                     name=connector,
@@ -557,10 +632,12 @@ class OffsetResetExecutor:
                     or connector_kind(str(info["config"].get("connector.class", "")), info.get("type")),
                     state=state.state if state else "UNASSIGNED",
                     config=info["config"],
-                    managed_state=managed,
+                    managed_state=str(owner[1].state) if owner else None,
+                    offsets_external=bool(owner and owner[1].offsets_managed_externally),
                 )
             )
-        plan = plan_reset(run.spec, targets, caps, has_kafka_access=run.kafka is not None)
+        flows = await self._other_flows(run, {name: owner[0] for name, owner in managed.items()})
+        plan = plan_reset(run.spec, targets, caps, has_kafka_access=run.kafka is not None, other_flows=flows)
         summary = plan.summary()
         summary["workerVersion"] = version
         summary["configs"] = {
@@ -580,6 +657,10 @@ class OffsetResetExecutor:
             current[target.name] = await self._current_offsets(run, target.name)
         summary["current"] = {k: v[:50] for k, v in current.items()}
         summary["currentCounts"] = {k: len(v) for k, v in current.items()}
+        if run.spec.action in (ResetAction.TO_EARLIEST, ResetAction.TO_LATEST, ResetAction.TO_TIMESTAMP):
+            summary["scope"] = {
+                t.name: self._scope(run, t, summary["entries"].get(t.name, []), current[t.name]) for t in targets
+            }
         run.status["plan"] = summary
         run.status["strategy"] = str(plan.strategy)
         run.status["connectorKind"] = ",".join(sorted({str(t.kind) for t in targets}))
@@ -589,6 +670,67 @@ class OffsetResetExecutor:
             f"{plan.strategy} {run.spec.action} of {', '.join(t.name for t in targets)} "
             f"({', '.join(str(t.kind) for t in targets)}, worker {version})"
         )
+
+    @staticmethod
+    def _scope(
+        run: Run, target: TargetConnector, entries: list[dict[str, Any]], current: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        """What a set-to action touches and what it leaves alone, for the plan (and the dry run)."""
+        topics = sorted({str(e["partition"]["kafka_topic"]) for e in entries})
+        kept = untouched(entries, current)
+        return {
+            "topics": topics,
+            "allTopics": not run.spec.topics,
+            "partitions": len(entries),
+            "untouchedPartitions": len(kept),
+            "untouchedTopics": sorted({str(e["partition"].get("kafka_topic")) for e in kept}),
+            "description": (
+                f"{'every topic the connector reads' if not run.spec.topics else 'only the topics named'}: "
+                f"{', '.join(topics) or 'none'}; {len(kept)} other committed partition offset(s) stay as they are"
+            ),
+        }
+
+    async def _managed_specs(self, run: Run) -> dict[str, tuple[str, ConnectorSpec]]:
+        """Connector objects of this namespace on the reset's ConnectCluster, by connector name."""
+        out: dict[str, tuple[str, ConnectorSpec]] = {}
+        for obj in await self._kube.custom_objects(run.namespace, "connectors"):
+            try:
+                spec = ConnectorSpec.model_validate(obj.get("spec") or {})
+            except ValidationError:
+                continue
+            name = str(obj["metadata"]["name"])
+            if spec.cluster_ref.name == run.cluster.name:
+                out[spec.connector_name or name] = (name, spec)
+        return out
+
+    async def _other_flows(self, run: Run, managed_by: dict[str, str]) -> list[MirrorFlow]:
+        """MirrorSourceConnectors on the worker, outside this reset, that use the offset-syncs topic
+        it would clean up. Class names are matched loosely ("MirrorSource" in the simple name, so
+        forks and wrappers count): a false match only asks the user to choose explicitly."""
+        mm2 = run.spec.mirror_maker2
+        if mm2 is None or OffsetSyncsCleanup(mm2.offset_syncs) in (OffsetSyncsCleanup.KEEP, OffsetSyncsCleanup.NONE):
+            return []
+        location = OffsetsTopicLocation(mm2.offset_syncs_topic_location)
+        topic = offset_syncs_topic(
+            mm2.source_alias, mm2.target_alias, location, mm2.separator, mm2.internal_topic_separator_enabled
+        )
+        access = mm2.source_cluster if location is OffsetsTopicLocation.SOURCE else mm2.target_cluster
+        kafka = access or run.cluster.spec.kafka
+        bootstrap = kafka.bootstrap_servers if kafka is not None else ""
+        ours = set(run.status["connectors"])
+        flows = []
+        for name in await run.cluster.client.list_connectors():
+            if name in ours:
+                continue
+            info = await run.cluster.client.get_connector(name)
+            if info is None:
+                continue
+            config = {str(k): str(v) for k, v in (info.get("config") or {}).items()}
+            if "MirrorSource" not in config.get("connector.class", "").rsplit(".", 1)[-1]:
+                continue
+            if shares_syncs_topic(config, topic, bootstrap):
+                flows.append(MirrorFlow(name, managed_by.get(name)))
+        return flows
 
     async def _current_offsets(self, run: Run, connector: str) -> list[dict[str, Any]]:
         try:
@@ -604,9 +746,15 @@ class OffsetResetExecutor:
         out: dict[str, list[dict[str, Any]]] = {}
         for target in targets:
             topics = list(run.spec.topics)
+            reads = [t.strip() for t in str(target.config.get("topics") or "").split(",") if t.strip()]
+            foreign = sorted(set(topics) - set(reads)) if reads else []
+            if foreign:
+                raise PlanError(
+                    f"{target.name} does not read topic(s) {', '.join(foreign)} (it reads {', '.join(reads)})"
+                )
             if not topics:
-                if target.config.get("topics"):
-                    topics = [t.strip() for t in target.config["topics"].split(",") if t.strip()]
+                if reads:
+                    topics = reads
                 elif target.config.get("topics.regex"):
                     topics = await asyncio.to_thread(kafka.topics_matching, target.config["topics.regex"])
             partitions = await asyncio.to_thread(kafka.partitions_for, topics)
@@ -642,7 +790,7 @@ class OffsetResetExecutor:
                     records = await self._read_records(run, connector)
                     entry["records"] = [_record_json(r) for r in records if r.value is not None]
             connectors[connector] = entry
-        name = f"connectops-backup-{run.name}-{run.uid[:8]}"[:253]
+        name = backup_name(run.namespace, run.name, run.uid)
         document = json.dumps(
             {
                 "version": 1,
@@ -658,7 +806,7 @@ class OffsetResetExecutor:
         if len(document) > _INLINE_LIMIT:
             data = None
             binary = {"backup.json.gz": base64.b64encode(gzip.compress(document.encode())).decode()}
-        await self._kube.put_config_map(
+        created = await self._kube.create_config_map(
             run.namespace,
             name,
             data=data,
@@ -666,9 +814,20 @@ class OffsetResetExecutor:
             labels={f"{GROUP}/backup": "offsets", f"{GROUP}/cluster": run.cluster.name},
             annotations={
                 f"{GROUP}/offset-reset": run.name,
+                f"{GROUP}/offset-reset-uid": run.uid,
                 f"{GROUP}/connectors": ",".join(run.status["connectors"]),
             },
         )
+        if not created:
+            # Never overwritten: the first copy is the one taken before anything changed (a
+            # retried step or a second operator process would otherwise replace it with later
+            # offsets). It must be this reset's own, though.
+            existing = await self._kube.config_map(run.namespace, name)
+            annotations = (existing.metadata.annotations if existing.metadata else None) or {}
+            if annotations.get(f"{GROUP}/offset-reset-uid") != run.uid:
+                raise StepFailed(f"ConfigMap {name} exists and is not this reset's backup; nothing was changed")
+            run.status["backup"] = run.status.get("backup") or {"configMap": name, "offsets": total}
+            return f"kept the backup already taken by this reset in ConfigMap {name}"
         run.status["backup"] = {"configMap": name, "offsets": total, "takenAt": utcnow_iso()}
         return f"saved {total} partition offset(s) to ConfigMap {name}"
 
@@ -722,22 +881,67 @@ class OffsetResetExecutor:
         client = run.cluster.client
         before = await client.get_offsets(connector)
         if action is ResetAction.RESET:
-            await client.delete_offsets(connector)
-        elif action is ResetAction.ALTER:
-            await client.patch_offsets(connector, entries)
+            await self._change(run, connector, "DELETE offsets", 0, lambda: client.delete_offsets(connector))
         else:
-            # toEarliest/toLatest/toTimestamp: exactly these offsets, nothing else
-            await client.delete_offsets(connector)
-            await client.patch_offsets(connector, entries)
+            # alter and the set-to actions: one PATCH naming exactly the partitions asked for;
+            # every other partition keeps its offset (no DELETE first: it would clear them all)
+            await self._change(
+                run, connector, "PATCH offsets", len(entries), lambda: client.patch_offsets(connector, entries)
+            )
         await self._confirm(run, connector, expected_after(action, entries, before))
+
+    async def _change(
+        self, run: Run, connector: str, call: str, partitions: int, act: Callable[[], Awaitable[Any]]
+    ) -> Any:
+        """Make one offsets-changing call, recorded in status before it is sent (so a crash or a lost
+        answer still counts as "may have changed") and after it returns, with Connect's answer."""
+        changes: list[dict[str, Any]] = run.status.setdefault("changes", [])
+        entry: dict[str, Any] = {"connector": connector, "call": call, "partitions": partitions, "state": "Started"}
+        changes.append(entry)
+        await self._save(run.namespace, run.name, {"changes": changes})
+        try:
+            result = await act()
+        except ConnectRejected:
+            entry["state"] = "Refused"  # Connect checked and refused it: nothing was changed
+            await self._save(run.namespace, run.name, {"changes": changes})
+            raise
+        entry["state"] = "Done"
+        if isinstance(result, str) and result:
+            entry["message"] = run.cluster.redactor(result)[:1000]
+            entry["confirmedByConnector"] = _confirmation(result)
+            if entry["confirmedByConnector"] is False:
+                self._external_offsets_condition(run)
+        await self._save(run.namespace, run.name, {"changes": changes, "conditions": run.status.get("conditions")})
+        return result
+
+    @staticmethod
+    def _external_offsets_condition(run: Run) -> None:
+        unconfirmed = [c for c in run.status.get("changes", []) if c.get("confirmedByConnector") is False]
+        message = "; ".join(f"{c['connector']}: {c.get('message', '')}" for c in unconfirmed)
+        conditions = Conditions(run.status.get("conditions"), run.generation, run.emit)
+        conditions.set(
+            "OffsetsExternallyManaged", True, "NotConfirmedByConnector", message, event_on_change=True, warning=True
+        )
+        run.status["conditions"] = conditions.dump()
+
+    @staticmethod
+    def _changed(run: Run) -> bool:
+        """Whether any offsets call may have taken effect (Done, or Started with no answer)."""
+        return any(c.get("state") in ("Started", "Done") for c in run.status.get("changes", []))
 
     async def _confirm(self, run: Run, connector: str, expected: list[dict[str, Any]]) -> None:
         """Read back while still stopped (after a resume the connector commits new offsets at
-        once, and the comparison would mean nothing). Connect may lag its topic briefly."""
+        once, and the comparison would mean nothing): from Connect's GET /offsets and, where the
+        cluster gives Kafka access, from the broker itself (the sink's group, or the records in
+        the offsets topics). ``expected`` describes the whole connector, so a partition the reset
+        was not asked to touch and that moved is caught too. Connect may lag its topic briefly."""
         deadline = time.monotonic() + 30
         while True:
             actual = [e for e in await run.cluster.client.get_offsets(connector) if e.get("offset") is not None]
-            problems = diff_offsets(expected, actual)
+            problems = [f"Connect: {p}" for p in diff_offsets(expected, actual)]
+            if not problems:
+                broker = await self._broker_offsets(run, connector)
+                problems = [f"Kafka: {p}" for p in diff_offsets(expected, broker or [])] if broker is not None else []
             if not problems:
                 return
             if time.monotonic() > deadline:
@@ -747,33 +951,66 @@ class OffsetResetExecutor:
                 )
             await asyncio.sleep(1.0)
 
+    async def _broker_offsets(self, run: Run, connector: str) -> list[dict[str, Any]] | None:
+        """The connector's offsets as Kafka holds them; None without Kafka access."""
+        if run.kafka is None:
+            return None
+        cfg = run.plan["configs"][connector]
+        if cfg["kind"] == "sink":
+            group = await asyncio.to_thread(run.kafka.group_offsets, cfg["group"])
+            return [
+                {"partition": {"kafka_topic": t, "kafka_partition": p}, "offset": {"kafka_offset": o}}
+                for (t, p), o in sorted(group.items())
+            ]
+        latest: dict[bytes, OffsetRecord] = {}
+        # the connector-specific topic comes last: Connect reads it in preference to the worker's
+        for record in await self._read_records(run, connector):
+            latest[record.key] = record
+        return [
+            {"partition": r.partition_map, "offset": r.source_offset()}
+            for r in latest.values()
+            if r.value is not None and r.partition_map is not None
+        ]
+
     async def _reset_tombstone(
         self, run: Run, connector: str, action: ResetAction, entries: list[dict[str, Any]]
     ) -> None:
         kafka = run.kafka
         assert kafka is not None
         cfg = run.plan["configs"][connector]
+        before = await self._broker_offsets(run, connector) or []
         if cfg["kind"] == "sink":
             group = cfg["group"]
             if action is ResetAction.RESET:
-                await asyncio.to_thread(kafka.delete_group, group)
+                await self._change(
+                    run, connector, "delete group", 0, lambda: asyncio.to_thread(kafka.delete_group, group)
+                )
             else:
+                # alter and set-to: commit only the named partitions; the group's other offsets stay
                 wanted = {
                     (e["partition"]["kafka_topic"], int(e["partition"]["kafka_partition"])): int(
                         e["offset"]["kafka_offset"]
                     )
                     for e in entries
                 }
-                if action is not ResetAction.ALTER:
-                    await asyncio.to_thread(kafka.delete_group, group)
-                await asyncio.to_thread(kafka.alter_group_offsets, group, wanted)
+                await self._change(
+                    run,
+                    connector,
+                    "commit group offsets",
+                    len(wanted),
+                    lambda: asyncio.to_thread(kafka.alter_group_offsets, group, wanted),
+                )
+            await self._confirm(run, connector, expected_after(action, entries, before))
             return
         records = await self._read_records(run, connector)
         if action is ResetAction.RESET:
             live = [r for r in records if r.value is not None]
-            await asyncio.to_thread(kafka.write_tombstones, live)
+            await self._change(
+                run, connector, "tombstones", len(live), lambda: asyncio.to_thread(kafka.write_tombstones, live)
+            )
             for topic in self._offsets_topics(run, connector):
                 await asyncio.to_thread(kafka.verify_tombstones, topic, [r for r in live if r.topic == topic])
+            await self._confirm(run, connector, [])
             return
         # alter by rewriting existing keys' values (the key bytes must be Connect's own)
         by_partition = {json.dumps(r.partition_map, sort_keys=True): r for r in records}
@@ -798,7 +1035,14 @@ class OffsetResetExecutor:
                     partition_map=rec.partition_map,
                 )
             )
-        await asyncio.to_thread(kafka.restore_records, rewritten)
+        await self._change(
+            run,
+            connector,
+            "offsets records",
+            len(rewritten),
+            lambda: asyncio.to_thread(kafka.restore_records, rewritten),
+        )
+        await self._confirm(run, connector, expected_after(action, entries, before))
 
     async def _restore(self, run: Run) -> str:
         source = run.spec.restore_from or ""
@@ -809,26 +1053,68 @@ class OffsetResetExecutor:
             saved = backup["connectors"].get(connector)
             if saved is None:
                 raise StepFailed(f"backup {source} holds no offsets for {connector}")
+            entries = [e for e in saved["offsets"] if e.get("offset") is not None]
             if run.plan["strategy"] == "rest":
-                await client.delete_offsets(connector)
-                entries = [e for e in saved["offsets"] if e.get("offset") is not None]
-                if entries:
-                    await client.patch_offsets(connector, entries)
-                await self._confirm(run, connector, expected_after(ResetAction.TO_LATEST, entries, []))
-            else:
-                kafka = run.kafka
-                assert kafka is not None
-                if saved["kind"] == "sink":
-                    await asyncio.to_thread(
-                        kafka.alter_group_offsets,
-                        saved["group"],
-                        {(t, p): o for t, p, o in saved.get("groupOffsets", [])},
+                patch = restore_entries(entries, await client.get_offsets(connector))
+                if patch:
+                    await self._change(
+                        run, connector, "PATCH offsets", len(patch), _call(client.patch_offsets, connector, patch)
                     )
-                else:
-                    records = [_record_from_json(r) for r in saved.get("records", [])]
-                    await asyncio.to_thread(kafka.restore_records, records)
-            restored.append(f"{connector} ({len(saved['offsets'])} partition(s))")
+            elif saved["kind"] == "sink":
+                await self._restore_group(run, connector, saved)
+            else:
+                await self._restore_records(run, connector, saved)
+            await self._confirm(run, connector, expected_after(ResetAction.RESTORE, entries, []))
+            restored.append(f"{connector} ({len(entries)} partition(s))")
         return f"restored {', '.join(restored)} from ConfigMap {source}"
+
+    async def _restore_group(self, run: Run, connector: str, saved: dict[str, Any]) -> None:
+        """A sink's group back to the saved offsets. Only the connector's own group is written,
+        whatever group the backup names."""
+        kafka = run.kafka
+        assert kafka is not None
+        group = run.plan["configs"][connector]["group"]
+        wanted = {(str(t), int(p)): int(o) for t, p, o in saved.get("groupOffsets", [])}
+        extra = set(await asyncio.to_thread(kafka.group_offsets, group)) - set(wanted)
+        if extra:
+            # the admin API cannot delete one partition's offset: clearing the group first is the
+            # only way back, and a failure between the two calls keeps the connector stopped
+            await self._change(run, connector, "delete group", 0, lambda: asyncio.to_thread(kafka.delete_group, group))
+        await self._change(
+            run,
+            connector,
+            "commit group offsets",
+            len(wanted),
+            lambda: asyncio.to_thread(kafka.alter_group_offsets, group, wanted),
+        )
+
+    async def _restore_records(self, run: Run, connector: str, saved: dict[str, Any]) -> None:
+        """A source's offsets records back as saved, plus tombstones for keys that exist now and
+        did not then. Only records keyed by this connector, into its own offsets topics."""
+        kafka = run.kafka
+        assert kafka is not None
+        topics = set(self._offsets_topics(run, connector))
+        records = [_record_from_json(r) for r in saved.get("records", [])]
+        foreign = [r for r in records if r.topic not in topics or _key_connector(r.key) != connector]
+        if foreign:
+            raise StepFailed(
+                f"backup {run.spec.restore_from} holds {len(foreign)} record(s) for {connector} that are not "
+                "its own offsets (another connector's key, or another topic); nothing was restored"
+            )
+        keys = {r.key for r in records}
+        stale = [r for r in await self._read_records(run, connector) if r.value is not None and r.key not in keys]
+        if records:
+            await self._change(
+                run,
+                connector,
+                "offsets records",
+                len(records),
+                lambda: asyncio.to_thread(kafka.restore_records, records),
+            )
+        if stale:
+            await self._change(
+                run, connector, "tombstones", len(stale), lambda: asyncio.to_thread(kafka.write_tombstones, stale)
+            )
 
     async def _read_backup(self, namespace: str, name: str) -> dict[str, Any]:
         try:
@@ -893,6 +1179,26 @@ class OffsetResetExecutor:
                     raise NotReadyYet(f"{connector} is {state.state if state else 'missing'}, expected {want}")
                 await asyncio.sleep(0.5)
         return "connector(s) in their resumed state"
+
+
+def _call(fn: Callable[..., Awaitable[Any]], *args: Any) -> Callable[[], Awaitable[Any]]:
+    """A call bound to its arguments now (a lambda in a loop would see the loop's last values)."""
+    return lambda: fn(*args)
+
+
+def _key_connector(key: bytes) -> str | None:
+    parsed = parse_offset_key(key)
+    return parsed[0] if parsed else None
+
+
+def _confirmation(message: str) -> bool | None:
+    """Whether Connect's answer to a PATCH/DELETE of offsets says the connector confirmed the change
+    (its alterOffsets returned true) or that only the framework-managed offsets changed."""
+    if "framework-managed offsets" in message:
+        return False
+    if message.startswith("The offsets for this connector have been"):
+        return True
+    return None
 
 
 def _timestamp_ms(text: str) -> int:

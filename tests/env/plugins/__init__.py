@@ -1,5 +1,6 @@
 """Test-only Kafka Connect plugins, built by ``tests/env/plugins/build.sh`` (run by provision.sh).
 
+``testsinks``: a sink that does not confirm offset changes (see its Java source).
 ``mm2shapes``: three source connectors whose offsets have MirrorMaker 2's shapes and whose
 ``alterOffsets`` validate like MM2's (see the Java sources), because the real connect-mirror jars
 are not obtainable in this environment.
@@ -43,6 +44,13 @@ def mm2_shapes_jar() -> Path:
     return plugin_jar("mm2shapes")
 
 
+def sinks_jar() -> Path:
+    """``testsinks.jar``: ExternalOffsetsSinkConnector, a file sink that keeps Connect's default
+    ``alterOffsets`` (returns false: it does not confirm offset changes, as most real sinks)."""
+    return plugin_jar("testsinks")
+
+
+EXTERNAL_OFFSETS_SINK = "io.connectops.testplugins.ExternalOffsetsSinkConnector"
 MM2_SOURCE = "io.connectops.testplugins.MirrorSourceShapeConnector"
 MM2_CHECKPOINT = "io.connectops.testplugins.MirrorCheckpointShapeConnector"
 MM2_HEARTBEAT = "io.connectops.testplugins.MirrorHeartbeatShapeConnector"

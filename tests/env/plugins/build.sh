@@ -3,6 +3,8 @@
 # kafka-clients jars that provision.sh put into $CONNECTOPS_TESTENV_CACHE/connect:
 #   mm2shapes -> $CACHE/mm2shapes.jar  (connectors with MirrorMaker 2's offset shapes; the real
 #                                       connect-mirror jars are not obtainable here)
+#   testsinks -> $CACHE/testsinks.jar  (a sink that keeps Connect's default alterOffsets, i.e. does
+#                                       not confirm offset changes, as most real sinks)
 # Idempotent and cached: the jar is rebuilt only when the hash of its sources changes. The hash
 # (recorded next to the jar as mm2shapes.jar.sha256) is the same one tests/env/plugins/__init__.py
 # computes to refuse a stale jar: sha256 over "sha256sum"-style lines of every file under
@@ -53,3 +55,4 @@ build_plugin() {
 }
 
 build_plugin mm2shapes
+build_plugin testsinks

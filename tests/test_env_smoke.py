@@ -16,6 +16,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 from kubernetes import client
 
+from tests.env.records import assert_end_offsets_true, single_record_producer
 from tests.env.servers import ConnectFactory, ConnectWorker, KubeAPI, Tansu
 
 pytestmark = pytest.mark.timeout(180)
@@ -178,6 +179,33 @@ def test_tansu_topic_with_25_partitions_and_roundtrip(kafka: Tansu) -> None:
         producer.produce(topic, value=value, key=key, partition=i % 25)
     assert producer.flush(15) == 0
     assert set(_consume(kafka, topic, count=10)) == sent
+
+
+def test_single_record_batches_give_true_end_offsets(kafka: Tansu) -> None:
+    """What every test that trusts an end offset relies on (tests/env/records.py)."""
+    topic = f"smoke-ends-{uuid.uuid4().hex[:6]}"
+    _create_topic(kafka, topic, partitions=2)
+    producer = single_record_producer(kafka.bootstrap)
+    for i in range(7):
+        producer.produce(topic, value=b"v%d" % i, partition=i % 2)
+    assert producer.flush(15) == 0
+    assert assert_end_offsets_true(kafka.bootstrap, topic) == {0: 4, 1: 3}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="Tansu 0.6 moves the end offset by one per produced batch, not per record (50 records in one "
+    "batch read as end offset 1); Apache Kafka reports 50. assert_end_offsets_true is what catches it",
+)
+def test_end_offsets_after_a_multi_record_batch(kafka: Tansu) -> None:
+    topic = f"smoke-batch-{uuid.uuid4().hex[:6]}"
+    _create_topic(kafka, topic, partitions=1)
+    producer = Producer({"bootstrap.servers": kafka.bootstrap, "linger.ms": 200, "batch.num.messages": 1000})
+    for i in range(50):
+        producer.produce(topic, value=b"v%d" % i, partition=0)
+    assert producer.flush(15) == 0
+    assert_end_offsets_true(kafka.bootstrap, topic)
 
 
 # --- Kafka Connect -------------------------------------------------------------------------------

@@ -3,6 +3,7 @@ timeouts and dropped connections either get retried to success or end in a clear
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -53,22 +54,63 @@ def test_transient_faults_are_retried_to_success(
     assert ConnectREST(connect).state(name) == "RUNNING"
 
 
-def test_persistent_failure_ends_failed_and_resumes(
+def test_persistent_refusal_ends_failed_and_resumes(
     k8s: K8s, proxied_cluster: str, proxy: FaultProxy, connect: ConnectWorker, tmp_path: Path
 ) -> None:
+    """Connect refuses the only offsets call (a 4xx: it checked the request and did nothing):
+    nothing changed, so the connector is resumed."""
     name, topic = make_source(k8s, tmp_path, proxied_cluster, connect)
+    rule = proxy.add_rule(FaultRule.status(400, "injected: offsets refused", method="DELETE", path=OFFSETS))
+    status = reset(k8s, "refused", {"connectorRef": {"name": name}, "action": "reset"}, phase="Failed", timeout=300)
+    assert rule.fired >= 1
+    cond = next(c for c in status["conditions"] if c["type"] == "Succeeded")
+    assert cond["status"] == "False"
+    assert cond["reason"] == "ResetFailed"
+    assert "offsets refused" in cond["message"]
+    assert "resumed" in cond["message"]
+    assert [c["state"] for c in status["changes"]] == ["Refused"]
+    wait_for(lambda: ConnectREST(connect).state(name) == "RUNNING", 60, "connector resumed")
+    assert topic_record_count(connect.bootstrap, topic) == len(LINES)
+    assert any(e.reason == "ResetFailed" and e.type == "Warning" for e in k8s.events("refused"))
+
+
+def test_persistent_server_error_keeps_the_connector_stopped_until_restored(
+    k8s: K8s, proxied_cluster: str, proxy: FaultProxy, connect: ConnectWorker, tmp_path: Path
+) -> None:
+    """A 5xx may come after some of a source's offsets records were written: the operator cannot
+    know, so the connector stays stopped and locked, and the restore it names brings it back."""
+    import yaml
+
+    rest = ConnectREST(connect)
+    name, topic = make_source(k8s, tmp_path, proxied_cluster, connect)
+    before = rest.http.get(rest.path(name) + "/offsets").json()["offsets"]
     rule = proxy.add_rule(FaultRule.status(500, "injected: offsets store unavailable", method="DELETE", path=OFFSETS))
     status = reset(k8s, "doomed", {"connectorRef": {"name": name}, "action": "reset"}, phase="Failed", timeout=300)
     assert rule.fired >= 3
     cond = next(c for c in status["conditions"] if c["type"] == "Succeeded")
-    assert cond["status"] == "False"
     assert cond["reason"] == "ResetFailed"
     assert "offsets store unavailable" in cond["message"]
-    assert "resumed" in cond["message"]
-    # REST resets are atomic: nothing changed, so the connector is not left stopped
-    wait_for(lambda: ConnectREST(connect).state(name) == "RUNNING", 60, "connector resumed")
-    assert topic_record_count(connect.bootstrap, topic) == len(LINES)
+    assert status["backup"]["configMap"] in cond["message"]
+    assert "stay STOPPED" in cond["message"]
+    assert {c["state"] for c in status["changes"]} == {"Started"}
     assert any(e.reason == "ResetFailed" and e.type == "Warning" for e in k8s.events("doomed"))
+    assert rest.state(name) == "STOPPED"
+    k8s.wait_condition("connectors", name, "Synced", "False", reason="OffsetResetInProgress")
+    time.sleep(4)  # a resync of its Connector must not resume it either
+    assert rest.state(name) == "STOPPED"
+    assert topic_record_count(connect.bootstrap, topic) == len(LINES)
+
+    proxy.remove_rule(rule)
+    manifest = yaml.safe_load(status["restoreManifest"])
+    k8s.custom.create_namespaced_custom_object("connectops.io", "v1alpha1", k8s.ns, "offsetresets", manifest)
+    restore = manifest["metadata"]["name"]
+    wait_for(
+        lambda: (k8s.get("offsetresets", restore).get("status") or {}).get("phase") == "Succeeded", 120, "restored"
+    )
+    assert rest.http.get(rest.path(name) + "/offsets").json()["offsets"] == before
+    wait_for(lambda: rest.state(name) == "RUNNING", 60, "connector running")
+    time.sleep(3)
+    assert topic_record_count(connect.bootstrap, topic) == len(LINES)  # back at the end: nothing re-read
 
 
 def test_failed_resume_is_retried_until_the_connector_runs(

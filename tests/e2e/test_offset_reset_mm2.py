@@ -8,11 +8,14 @@ group, resume at stored offset + 1). The offset-syncs topic is a real topic on t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -33,7 +36,7 @@ def mm2_worker(connect_factory: Any) -> ConnectWorker:
 
 
 @pytest.fixture
-def mm2(k8s: K8s, mm2_worker: ConnectWorker, kafka: Tansu) -> dict[str, Any]:
+def mm2(k8s: K8s, mm2_worker: ConnectWorker, kafka: Tansu) -> Iterator[dict[str, Any]]:
     """An MM2-shaped deployment (source 'east' -> target 'west') created directly over REST, as
     MirrorMaker 2 deployed by other tooling would be; replication of 5 records done."""
     run = uuid.uuid4().hex[:6]
@@ -79,13 +82,14 @@ def mm2(k8s: K8s, mm2_worker: ConnectWorker, kafka: Tansu) -> dict[str, Any]:
         },
     }
     for role, name in names.items():
-        rest.http.put(rest.path(name) + "/config", json=configs[role]).raise_for_status()
+        # generous: the shared worker rebalances on every create
+        rest.http.put(rest.path(name) + "/config", json=configs[role], timeout=90).raise_for_status()
     wait_for(lambda: topic_record_count(kafka.bootstrap, remote) == 5, 90, "replicated")
     for name in names.values():
         wait_for(lambda n=name: rest.http.get(rest.path(n) + "/offsets").json()["offsets"], 60, f"{name} offsets")
     k8s.create("connectclusters", "mm2", connect_cluster_spec(mm2_worker), "ConnectCluster")
     k8s.wait_condition("connectclusters", "mm2", "Ready", "True")
-    return {
+    yield {
         "names": names,
         "alias": alias,
         "target": f"west{run}",
@@ -96,6 +100,10 @@ def mm2(k8s: K8s, mm2_worker: ConnectWorker, kafka: Tansu) -> dict[str, Any]:
         "configs": configs,
         "worker": mm2_worker,
     }
+    # the worker is shared by the module: leave it with no connectors of ours
+    for name in names.values():
+        with contextlib.suppress(httpx.HTTPError):
+            rest.http.delete(rest.path(name), timeout=60)
 
 
 def mm2_block(mm2: dict[str, Any], kafka: Tansu, **extra: Any) -> dict[str, Any]:
@@ -110,15 +118,24 @@ def mm2_block(mm2: dict[str, Any], kafka: Tansu, **extra: Any) -> dict[str, Any]
     }
 
 
-def test_mm2_full_reset_deletes_offset_syncs_and_rereplicates(k8s: K8s, mm2: dict[str, Any], kafka: Tansu) -> None:
+@pytest.mark.parametrize("strategy", ["rest", "tombstone"])
+def test_mm2_full_reset_deletes_offset_syncs_and_rereplicates(
+    k8s: K8s, mm2: dict[str, Any], kafka: Tansu, strategy: str
+) -> None:
     rest: ConnectREST = mm2["rest"]
     before = {n: rest.http.get(rest.path(n) + "/offsets").json()["offsets"] for n in mm2["names"].values()}
     status = reset(
         k8s,
         "mm2-reset",
-        {"clusterRef": {"name": "mm2"}, "action": "reset", "mirrorMaker2": mm2_block(mm2, kafka, offsetSyncs="delete")},
+        {
+            "clusterRef": {"name": "mm2"},
+            "action": "reset",
+            "strategy": strategy,
+            "mirrorMaker2": mm2_block(mm2, kafka, offsetSyncs="delete"),
+        },
         timeout=240,
     )
+    assert status["strategy"] == strategy
     assert status["plan"]["offsetSyncsTopic"] == mm2["syncs"]
     assert status["plan"]["offsetSyncsCluster"] == "source"
     steps = {s["name"]: s for s in status["steps"]}
@@ -127,6 +144,9 @@ def test_mm2_full_reset_deletes_offset_syncs_and_rereplicates(k8s: K8s, mm2: dic
     assert sorted(status["connectors"]) == sorted(mm2["names"].values())
     assert status["connectorKind"] == "mirror-checkpoint,mirror-heartbeat,mirror-source"
     assert not KafkaOffsets(kafka.bootstrap).topic_exists(mm2["syncs"])
+    # read back while stopped, from Connect and from the offsets topic, for every connector
+    confirmed = {s["name"]: s for s in status["steps"]}["reset"]
+    assert confirmed["state"] == "Done"
     # every connector's offsets were saved before anything was changed
     doc = backup_doc(k8s, status["backup"]["configMap"])
     assert {n: doc["connectors"][n]["offsets"] for n in mm2["names"].values()} == before
@@ -136,9 +156,12 @@ def test_mm2_full_reset_deletes_offset_syncs_and_rereplicates(k8s: K8s, mm2: dic
         assert rest.state(name) == "RUNNING"
 
 
-def test_mm2_alter_source_and_checkpoint_rules(k8s: K8s, mm2: dict[str, Any], kafka: Tansu) -> None:
+@pytest.mark.parametrize("strategy", ["rest", "tombstone"])
+def test_mm2_alter_source_and_checkpoint_rules(k8s: K8s, mm2: dict[str, Any], kafka: Tansu, strategy: str) -> None:
     rest: ConnectREST = mm2["rest"]
     alias, upstream = mm2["alias"], mm2["upstream"]
+    names = mm2["names"]
+    records_before = _offsets_records(kafka, mm2["worker"], names.values())
     # checkpoint offsets may only be reset or set to 0: refused in planning, nothing stopped
     bad = reset(
         k8s,
@@ -156,13 +179,17 @@ def test_mm2_alter_source_and_checkpoint_rules(k8s: K8s, mm2: dict[str, Any], ka
     assert "only be reset" in cond["message"]
     assert all(rest.state(n) == "RUNNING" for n in mm2["names"].values())
 
-    # rewind partition 0 of the source to its first record: records 1 and 2 are replicated again
+    # rewind partition 0 of the source to its first record and drop one checkpoint; the
+    # connectors stay stopped afterwards (resume: stopped), so the offsets topic can be read as
+    # the reset left it before any task writes again
     ok = reset(
         k8s,
         "mm2-alter",
         {
             "clusterRef": {"name": "mm2"},
             "action": "alter",
+            "strategy": strategy,
+            "resume": "stopped",
             "mirrorMaker2": mm2_block(mm2, kafka, offsetSyncs="none"),
             "offsets": [
                 {"partition": {"cluster": alias, "topic": upstream, "partition": 0}, "offset": {"offset": 0}},
@@ -172,6 +199,27 @@ def test_mm2_alter_source_and_checkpoint_rules(k8s: K8s, mm2: dict[str, Any], ka
         timeout=240,
     )
     assert {s["name"]: s["state"] for s in ok["steps"]}["offsetSyncs"] == "Skipped"
+    assert ok["strategy"] == strategy
+    assert all(rest.state(n) == "STOPPED" for n in names.values())
+    after = _offsets_records(kafka, mm2["worker"], names.values())
+    source_p0 = json.dumps([names["source"], {"cluster": alias, "topic": upstream, "partition": 0}], sort_keys=True)
+    checkpoint_p1 = json.dumps(
+        [names["checkpoint"], {"group": "app", "topic": upstream, "partition": 1}], sort_keys=True
+    )
+    assert records_before[source_p0] == {"offset": 2}
+    assert after[source_p0] == {"offset": 0}
+    assert checkpoint_p1 in records_before
+    assert checkpoint_p1 not in after
+    untouched = {k for k in records_before if k not in (source_p0, checkpoint_p1)}
+    assert untouched
+    assert {k: after.get(k) for k in untouched} == {k: records_before[k] for k in untouched}
+    # Connect agrees, and once resumed the source replicates records 1 and 2 of partition 0 again
+    connect_view = rest.http.get(rest.path(names["source"]) + "/offsets").json()["offsets"]
+    assert {json.dumps(e["partition"], sort_keys=True): e["offset"] for e in connect_view}[
+        json.dumps({"cluster": alias, "topic": upstream, "partition": 0}, sort_keys=True)
+    ] == {"offset": 0}
+    for name in names.values():
+        rest.http.put(rest.path(name) + "/resume", timeout=60).raise_for_status()
     wait_for(lambda: topic_record_count(kafka.bootstrap, mm2["remote"]) == 7, 90, "partition 0 rewound")
 
 

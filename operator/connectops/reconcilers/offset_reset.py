@@ -26,7 +26,7 @@ import yaml
 from pydantic import ValidationError
 
 from connectops import failpoints, metrics
-from connectops.adapters.connect_rest import ConnectError, ConnectNotFound, ConnectRejected
+from connectops.adapters.connect_rest import ConnectError, ConnectNotFound, ConnectRebalancing, ConnectRejected
 from connectops.adapters.kafka_offsets import (
     KafkaClientConfigInvalid,
     KafkaOffsets,
@@ -901,9 +901,13 @@ class OffsetResetExecutor:
         await self._save(run.namespace, run.name, {"changes": changes})
         try:
             result = await act()
-        except ConnectRejected:
-            entry["state"] = "Refused"  # Connect checked and refused it: nothing was changed
-            await self._save(run.namespace, run.name, {"changes": changes})
+        except ConnectError as exc:
+            # Refused means Connect checked the request and did nothing (a 4xx, a rebalance). A
+            # 5xx or no answer at all may come after some offsets were written (a source's
+            # offsets are several records, written without a transaction): it stays Started.
+            if isinstance(exc, ConnectRejected | ConnectRebalancing) or (exc.status or 0) in range(400, 500):
+                entry["state"] = "Refused"
+                await self._save(run.namespace, run.name, {"changes": changes})
             raise
         entry["state"] = "Done"
         if isinstance(result, str) and result:

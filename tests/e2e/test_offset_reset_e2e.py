@@ -263,3 +263,29 @@ def test_lock_keeps_connector_stopped(
     asyncio.run(kube.release_lock(k8s.ns, cluster, name, "test-holder"))
     wait_for(lambda: rest.state(name) == "RUNNING", 30, "resumed after unlock")
     k8s.wait_condition("connectors", name, "Ready", "True")
+
+
+def test_connector_deletion_waits_for_the_reset_holding_it(
+    k8s: K8s, cluster: str, tmp_path: Path, connect: ConnectWorker, kube_client: Any
+) -> None:
+    """Deleting a Connector while a reset holds its connector does not pull the connector from
+    under the reset: the deletion waits (finalizer kept, connector kept) until the lock is gone."""
+    import asyncio
+    import time
+
+    from connectops.adapters.kube import KubeClient
+    from connectops.reconcilers.offset_reset import lock_holder
+
+    rest = ConnectREST(connect)
+    name, _ = make_source(k8s, tmp_path, cluster, connect)
+    kube = KubeClient(kube_client)
+    holder = lock_holder(k8s.ns, "mid-reset", str(uuid.uuid4()))
+    owner = {"apiVersion": "v1", "kind": "ConfigMap", "name": "x", "uid": str(uuid.uuid4())}
+    asyncio.run(kube.acquire_lock(k8s.ns, cluster, name, holder, owner))
+    k8s.delete("connectors", name)
+    time.sleep(8)  # several retries of the deletion
+    assert k8s.exists("connectors", name)
+    assert rest.exists(name)
+    asyncio.run(kube.release_lock(k8s.ns, cluster, name, holder))
+    wait_for(lambda: not k8s.exists("connectors", name), 60, "Connector deleted after the lock went")
+    assert not rest.exists(name)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -10,6 +11,20 @@ from connectops.models.base import Condition, get_condition, set_condition
 
 #: (type "Normal"|"Warning", reason, message) -> posts a Kubernetes Event on the object
 EmitEvent = Callable[[str, str, str], None]
+
+
+class Backoff:
+    """Waits between polls of a state that follow Connect instead of a fixed clock: a first
+    short wait (most transitions take tens of milliseconds to a few seconds), doubling to a cap so
+    a slow transition does not cost a request every 50 ms."""
+
+    def __init__(self, first: float = 0.05, cap: float = 1.0) -> None:
+        self._next = first
+        self._cap = cap
+
+    async def wait(self) -> None:
+        await asyncio.sleep(self._next)
+        self._next = min(self._next * 2, self._cap)
 
 
 @dataclass

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from connectops.adapters.connect_rest import ConnectClient, ConnectConflict, ConnectError, ConnectorState
 from connectops.adapters.kube import KubeClient, KubeError, KubeObjectMissing, SecretKeyMissing
-from connectops.errors import SpecInvalid
+from connectops.errors import NotReadyYet, SpecInvalid
 from connectops.models.base import utcnow_iso
 from connectops.models.connector import ConnectorSpec, DesiredState
 from connectops.planning.connector import (
@@ -380,6 +380,21 @@ class ConnectorReconciler:
                 "deleted from Kafka Connect",
             )
             return
+        lock = await self._kube.lock_holder(obj.namespace, spec.cluster_ref.name, connector)
+        if lock is not None:
+            # Deleting the connector under a running reset would pull it from under the step
+            # machine (and a failed reset keeps it locked for its restore): the deletion waits,
+            # retried by kopf, until the reset ends or its OffsetReset object is deleted.
+            raise NotReadyYet(
+                f"connector {connector} is held by {_holder_text(lock.holder)}; it is deleted from Kafka "
+                "Connect when that reset ends (or when its OffsetReset is deleted)"
+            )
         deleted = await cluster.client.delete(connector)
         if deleted:
             emit("Normal", "Deleted", f"connector {connector} deleted from Kafka Connect")
+
+
+def _holder_text(holder: str) -> str:
+    """``connectops.io/offsetreset/<ns>/<name>/<uid>`` -> ``OffsetReset <ns>/<name>``."""
+    parts = holder.split("/")
+    return f"OffsetReset {parts[2]}/{parts[3]}" if len(parts) == 5 and parts[1] == "offsetreset" else holder

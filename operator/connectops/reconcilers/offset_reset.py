@@ -65,7 +65,7 @@ from connectops.planning.offset_reset import (
 )
 from connectops.reconcilers.checks import CheckRunner, apply_check_conditions
 from connectops.reconcilers.clusters import ClusterHandle, ClusterRegistry
-from connectops.reconcilers.common import Conditions, EmitEvent
+from connectops.reconcilers.common import Backoff, Conditions, EmitEvent
 from connectops.settings import Settings
 from connectops.validation import describe_validation_error
 
@@ -851,6 +851,7 @@ class OffsetResetExecutor:
             await client.stop(connector)
         deadline = time.monotonic() + self._stop_timeout
         pending = list(run.status["connectors"])
+        backoff = Backoff()
         while pending:
             state = await client.get_status(pending[0])
             if state is not None and state.state == "STOPPED" and not state.tasks:
@@ -858,7 +859,7 @@ class OffsetResetExecutor:
                 continue
             if time.monotonic() > deadline:
                 raise NotReadyYet(f"{pending[0]} did not reach STOPPED with no tasks in {self._stop_timeout:.0f}s")
-            await asyncio.sleep(0.5)
+            await backoff.wait()
         return f"stopped {', '.join(run.status['connectors'])} (STOPPED, no tasks)"
 
     async def _reset(self, run: Run) -> str:
@@ -940,6 +941,7 @@ class OffsetResetExecutor:
         the offsets topics). ``expected`` describes the whole connector, so a partition the reset
         was not asked to touch and that moved is caught too. Connect may lag its topic briefly."""
         deadline = time.monotonic() + 30
+        backoff = Backoff()
         while True:
             actual = [e for e in await run.cluster.client.get_offsets(connector) if e.get("offset") is not None]
             problems = [f"Connect: {p}" for p in diff_offsets(expected, actual)]
@@ -953,7 +955,7 @@ class OffsetResetExecutor:
                     f"{connector}: offsets after the reset differ from the plan: " + "; ".join(problems[:5]),
                     unsafe_to_resume=True,
                 )
-            await asyncio.sleep(1.0)
+            await backoff.wait()
 
     async def _broker_offsets(self, run: Run, connector: str) -> list[dict[str, Any]] | None:
         """The connector's offsets as Kafka holds them; None without Kafka access."""
@@ -1170,6 +1172,7 @@ class OffsetResetExecutor:
         deadline = time.monotonic() + 60
         for connector in run.status["connectors"]:
             want = plan_connectors.get(connector, {}).get("resumeTo", "running").upper()
+            backoff = Backoff()
             while True:
                 state = await client.get_status(connector)
                 ok = (
@@ -1181,7 +1184,7 @@ class OffsetResetExecutor:
                     break
                 if time.monotonic() > deadline:
                     raise NotReadyYet(f"{connector} is {state.state if state else 'missing'}, expected {want}")
-                await asyncio.sleep(0.5)
+                await backoff.wait()
         return "connector(s) in their resumed state"
 
 

@@ -17,6 +17,7 @@ import gzip
 import hashlib
 import json
 import time
+import zlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -74,6 +75,8 @@ TERMINAL = frozenset({"Succeeded", "Failed", "Planned"})
 HISTORY_LIMIT = 30
 #: a ConfigMap holds at most 1 MiB; larger backups are gzipped into binaryData
 _INLINE_LIMIT = 700 * 1024
+#: the most a backup may inflate to (a 1 MiB ConfigMap of offsets JSON compresses ~10-20x)
+_BACKUP_MAX = 64 << 20
 
 
 def lock_holder(namespace: str, name: str, uid: str) -> str:
@@ -662,6 +665,9 @@ class OffsetResetExecutor:
                 t.name: self._scope(run, t, summary["entries"].get(t.name, []), current[t.name]) for t in targets
             }
         run.status["plan"] = summary
+        if run.spec.action == ResetAction.RESTORE:
+            # before anything is stopped: a backup that is not this connector's own is refused here
+            await self._check_backup(run, await self._read_backup(run.namespace, run.spec.restore_from or ""))
         run.status["strategy"] = str(plan.strategy)
         run.status["connectorKind"] = ",".join(sorted({str(t.kind) for t in targets}))
         # recorded once, before anything is stopped: the truth about "before"
@@ -1122,16 +1128,53 @@ class OffsetResetExecutor:
                 run, connector, "tombstones", len(stale), lambda: asyncio.to_thread(kafka.write_tombstones, stale)
             )
 
+    async def _check_backup(self, run: Run, doc: dict[str, Any]) -> None:
+        """A backup is a ConfigMap anyone who may write ConfigMaps in the namespace could have
+        written: restore only what belongs to the target connectors. Source records must carry
+        the connector's own key, for its own offsets topics; a sink's group offsets are always
+        written to the sink's own group, whatever group the file names."""
+        source = run.spec.restore_from
+        saved_all = doc.get("connectors")
+        if not isinstance(saved_all, dict):
+            raise PlanError(f"ConfigMap {source} is not a connectops offsets backup (no connectors)")
+        for connector in run.status["connectors"]:
+            saved = saved_all.get(connector)
+            if not isinstance(saved, dict) or not isinstance(saved.get("offsets"), list):
+                raise PlanError(f"backup {source} holds no offsets for {connector}")
+            if run.plan["strategy"] != "tombstone" or run.plan["configs"][connector]["kind"] == "sink":
+                continue
+            topics = set(self._offsets_topics(run, connector))
+            try:
+                records = [_record_from_json(r) for r in saved.get("records", [])]
+            except (KeyError, TypeError, ValueError):
+                raise PlanError(f"backup {source}: unreadable records for {connector}") from None
+            foreign = [r for r in records if r.topic not in topics or _key_connector(r.key) != connector]
+            if foreign:
+                raise PlanError(
+                    f"backup {source} holds {len(foreign)} record(s) under {connector} that are not its own "
+                    "offsets (another connector's key, or a topic that is not its offsets topic); nothing was restored"
+                )
+
     async def _read_backup(self, namespace: str, name: str) -> dict[str, Any]:
         try:
             cm = await self._kube.config_map(namespace, name)
         except KubeError as exc:
             raise StepFailed(f"backup ConfigMap {name}: {exc}") from None
-        if cm.data and "backup.json" in cm.data:
-            doc: dict[str, Any] = json.loads(cm.data["backup.json"])
-        elif cm.binary_data and "backup.json.gz" in cm.binary_data:
-            doc = json.loads(gzip.decompress(base64.b64decode(cm.binary_data["backup.json.gz"])))
-        else:
+        try:
+            if cm.data and "backup.json" in cm.data:
+                doc = json.loads(cm.data["backup.json"])
+            elif cm.binary_data and "backup.json.gz" in cm.binary_data:
+                # a user may write this ConfigMap: inflate with a cap (a gzip bomb would not stop)
+                inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                text = inflate.decompress(base64.b64decode(cm.binary_data["backup.json.gz"]), _BACKUP_MAX)
+                if inflate.unconsumed_tail:
+                    raise StepFailed(f"ConfigMap {name}: the backup is larger than {_BACKUP_MAX >> 20} MiB inflated")
+                doc = json.loads(text)
+            else:
+                raise StepFailed(f"ConfigMap {name} is not a connectops offsets backup")
+        except (ValueError, zlib.error):
+            raise StepFailed(f"ConfigMap {name} is not a readable connectops offsets backup") from None
+        if not isinstance(doc, dict):
             raise StepFailed(f"ConfigMap {name} is not a connectops offsets backup")
         return doc
 

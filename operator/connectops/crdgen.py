@@ -41,6 +41,7 @@ _KEEP = {
     "maxLength",
     "minItems",
     "maxItems",
+    "maxProperties",
     "format",
     "default",
 }
@@ -77,6 +78,10 @@ def to_structural(schema: JSON, defs: JSON) -> JSON:
             int_or_string: JSON = {"x-kubernetes-int-or-string": True}
             if "description" in rest:
                 int_or_string["description"] = rest["description"]
+            # string bounds still apply to the string form (the API server checks them)
+            for variant in non_null:
+                if variant.get("type") == "string" and "maxLength" in variant:
+                    int_or_string["maxLength"] = variant["maxLength"]
             return int_or_string
         raise SchemaError(f"unsupported anyOf {types}")
     if "const" in schema:

@@ -16,6 +16,7 @@ import kopf
 
 from connectops import metrics
 from connectops.adapters.kube import KubeClient, load_kube_config
+from connectops.diffbase import DigestDiffBaseStorage
 from connectops.errors import as_kopf_error
 from connectops.models import GROUP, VERSION
 from connectops.reconcilers.checks import CheckRunner, check_defaults
@@ -61,9 +62,8 @@ async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     # kopf's bookkeeping lives in status and in one annotation under our own prefix; both only
     # change when the spec does, so GitOps tools see no drift between reconciles.
     settings.persistence.progress_storage = kopf.StatusProgressStorage(field="status.kopf")
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-        prefix=GROUP, key="last-handled-configuration"
-    )
+    # digests, not a copy of the spec: a large config must never make the object undeletable
+    settings.persistence.diffbase_storage = DigestDiffBaseStorage(prefix=GROUP, key="last-handled-configuration")
     settings.posting.level = logging.WARNING
     settings.execution.max_workers = max(settings.execution.max_workers or 0, 4)
     settings.watching.server_timeout = 300

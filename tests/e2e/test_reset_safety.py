@@ -78,3 +78,37 @@ def test_long_names_never_share_a_backup(k8s: K8s, connect: ConnectWorker, tmp_p
     assert len(second["backup"]["configMap"]) <= 253
     assert backup_doc(k8s, first["backup"]["configMap"]) == first_doc
     assert backup_doc(k8s, second["backup"]["configMap"])["offsetReset"].endswith("-second")
+
+
+def test_large_objects_are_refused_at_admission_or_always_deletable(
+    k8s: K8s, connect: ConnectWorker, tmp_path: Path
+) -> None:
+    """A 1 MiB config value is refused by the API server with a message; a Connector whose spec is
+    300 KiB (under every bound) is reconciled and deleted cleanly: kopf's diff base is a digest,
+    not a second copy that would push the annotations past the API server's 256 KiB limit."""
+    import pytest
+    from kubernetes.client.exceptions import ApiException
+
+    from tests.e2e.conftest import wait_for
+
+    k8s.create("connectclusters", "main", connect_cluster_spec(connect), "ConnectCluster")
+    source = tmp_path / "big.txt"
+    source.write_text("a\n")
+    spec = {
+        "clusterRef": {"name": "main"},
+        "class": "org.apache.kafka.connect.file.FileStreamSourceConnector",
+        "config": {"file": str(source), "topic": "big-lines"},
+    }
+    with pytest.raises(ApiException) as refused:
+        k8s.create("connectors", "huge", {**spec, "config": {**spec["config"], "pad": "x" * (1 << 20)}}, "Connector")
+    assert refused.value.status == 422
+    assert "spec.config.pad" in str(refused.value.body)
+    padding = {f"pad.{i}": "y" * 60_000 for i in range(5)}
+    k8s.create("connectors", "large", {**spec, "config": {**spec["config"], **padding}}, "Connector")
+    k8s.wait_condition("connectors", "large", "Ready", "True", timeout=90)
+    annotations = k8s.get("connectors", "large")["metadata"].get("annotations") or {}
+    assert sum(len(k) + len(v) for k, v in annotations.items()) < 4096
+    assert ConnectREST(connect).config("large")["pad.4"] == "y" * 60_000
+    k8s.delete("connectors", "large")
+    wait_for(lambda: not k8s.exists("connectors", "large"), 60, "large Connector deleted")
+    assert not ConnectREST(connect).exists("large")

@@ -52,7 +52,11 @@ def test_connector_schema_details() -> None:
     spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
     assert spec["required"] == ["clusterRef", "class"]
     assert spec["properties"]["state"]["enum"] == ["running", "paused", "stopped"]
-    assert spec["properties"]["config"]["additionalProperties"] == {"x-kubernetes-int-or-string": True}
+    assert spec["properties"]["config"]["additionalProperties"] == {
+        "x-kubernetes-int-or-string": True,
+        "maxLength": 65536,
+    }
+    assert spec["properties"]["config"]["maxProperties"] == 1000
     producer = spec["properties"]["producerOverrides"]["properties"]
     assert producer["compressionType"]["pattern"].startswith("^(none")
     assert producer["batchSize"]["minimum"] == 0

@@ -26,7 +26,11 @@ OVERRIDE_PREFIXES = {
     "admin": "admin.override.",
 }
 
-ConfigValue = str | int
+#: Bounds every object must fit in (the API server refuses the rest with a message at admission):
+#: a value as large as a long PEM chain, and far more keys than any connector has.
+MAX_VALUE_LENGTH = 65536
+MAX_KEYS = 1000
+ConfigValue = Annotated[str, Field(max_length=MAX_VALUE_LENGTH)] | int
 
 
 #: typed producer field -> Kafka property; explicit so a rename can never change the wire name
@@ -130,6 +134,7 @@ class ConnectorSpec(CamelModel):
     tasks_max: int = Field(default=1, ge=1, description="tasks.max")
     config: dict[str, ConfigValue] = Field(
         default_factory=dict,
+        max_length=MAX_KEYS,
         description=(
             "Connector configuration. name, connector.class, tasks.max and *.override.* keys "
             "are set by dedicated fields and rejected here."
@@ -137,13 +142,16 @@ class ConnectorSpec(CamelModel):
     )
     config_from: dict[str, SecretValueSource] = Field(
         default_factory=dict,
+        max_length=MAX_KEYS,
         description="Configuration values read from Secrets (any key, overrides included).",
     )
     producer_overrides: ProducerOverrides | None = Field(default=None, description="Rendered as producer.override.*")
     consumer_overrides: dict[str, ConfigValue] = Field(
-        default_factory=dict, description="Rendered as consumer.override.*"
+        default_factory=dict, max_length=MAX_KEYS, description="Rendered as consumer.override.*"
     )
-    admin_overrides: dict[str, ConfigValue] = Field(default_factory=dict, description="Rendered as admin.override.*")
+    admin_overrides: dict[str, ConfigValue] = Field(
+        default_factory=dict, max_length=MAX_KEYS, description="Rendered as admin.override.*"
+    )
     state: DesiredState = Field(default=DesiredState.RUNNING, description="running|paused|stopped")
     auto_restart: AutoRestart = Field(default_factory=AutoRestart, description="Failed connector/task restarts.")
     check: CheckSpec = Field(default_factory=CheckSpec, description="Lag and balance check after changes.")

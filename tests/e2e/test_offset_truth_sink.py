@@ -185,6 +185,15 @@ def test_sink_resets_change_exactly_what_they_name(
     sut.set_state("paused")
     every = set(log.ends())
     orders_tps = {(orders, 0), (orders, 1)}
+    # without topics, a set-to action covers every topic the sink reads, and the plan says so
+    planned = reset(
+        k8s, "plan-all", {"connectorRef": {"name": sut.name}, "action": "toLatest", "dryRun": True}, phase="Planned"
+    )
+    scope = planned["plan"]["scope"][sut.name]
+    assert scope["allTopics"] is True
+    assert scope["topics"] == sorted([orders, payments])
+    assert "every topic the connector reads" in scope["description"]
+    assert sut.committed() == log.ends()  # a dry run changes nothing
 
     # toLatest on orders only: its unread records are skipped, payments' unread ones are not
     log.produce(orders, {0: 2, 1: 2}, "b")

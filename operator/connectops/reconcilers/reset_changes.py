@@ -1,0 +1,148 @@
+"""Every offsets-changing call of a reset, recorded, and the read-back that proves its result.
+
+Recording: a call is written to ``status.changes`` as Started before it is sent and as Done (with
+Connect's answer) or Refused after, so the failure path knows whether offsets may already have
+changed, even after a crash. Read-back: while the connector is still stopped, the whole
+connector's offsets are read from Connect's ``GET /offsets`` and, with Kafka access, from Kafka
+itself, and compared with what the plan says every partition must hold afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from connectops.adapters.connect_rest import ConnectError, ConnectRebalancing, ConnectRejected
+from connectops.adapters.kafka_offsets import OffsetRecord
+from connectops.adapters.kube import KubeClient
+from connectops.planning.offset_reset import diff_offsets
+from connectops.reconcilers.common import Backoff, Conditions
+from connectops.reconcilers.reset_run import PLURAL, Run, StepFailed
+
+#: how long Connect may take to show what was written to its offsets topic
+READ_BACK_SECONDS = 30.0
+
+
+def confirmation(message: str) -> bool | None:
+    """Whether Connect's answer to a PATCH/DELETE of offsets says the connector confirmed the change
+    (its alterOffsets returned true) or that only the framework-managed offsets changed."""
+    if "framework-managed offsets" in message:
+        return False
+    if message.startswith("The offsets for this connector have been"):
+        return True
+    return None
+
+
+def changed(run: Run) -> bool:
+    """Whether any offsets call may have taken effect (Done, or Started with no answer)."""
+    return any(c.get("state") in ("Started", "Done") for c in run.status.get("changes", []))
+
+
+class OffsetChanges:
+    """Makes and records offsets calls, and reads their result back."""
+
+    def __init__(self, kube: KubeClient) -> None:
+        self._kube = kube
+
+    async def save(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        await self._kube.patch_status(namespace, PLURAL, name, status)
+
+    async def change(
+        self, run: Run, connector: str, call: str, partitions: int, act: Callable[[], Awaitable[Any]]
+    ) -> Any:
+        """Make one offsets-changing call, recorded in status before it is sent (so a crash or a lost
+        answer still counts as "may have changed") and after it returns, with Connect's answer."""
+        changes: list[dict[str, Any]] = run.status.setdefault("changes", [])
+        entry: dict[str, Any] = {"connector": connector, "call": call, "partitions": partitions, "state": "Started"}
+        changes.append(entry)
+        await self.save(run.namespace, run.name, {"changes": changes})
+        try:
+            result = await act()
+        except ConnectError as exc:
+            # Refused means Connect checked the request and did nothing (a 4xx, a rebalance). A
+            # 5xx or no answer at all may come after some offsets were written (a source's
+            # offsets are several records, written without a transaction): it stays Started.
+            if isinstance(exc, ConnectRejected | ConnectRebalancing) or (exc.status or 0) in range(400, 500):
+                entry["state"] = "Refused"
+                await self.save(run.namespace, run.name, {"changes": changes})
+            raise
+        entry["state"] = "Done"
+        if isinstance(result, str) and result:
+            entry["message"] = run.cluster.redactor(result)[:1000]
+            entry["confirmedByConnector"] = confirmation(result)
+            if entry["confirmedByConnector"] is False:
+                self._external_offsets_condition(run)
+        await self.save(run.namespace, run.name, {"changes": changes, "conditions": run.status.get("conditions")})
+        return result
+
+    @staticmethod
+    def _external_offsets_condition(run: Run) -> None:
+        unconfirmed = [c for c in run.status.get("changes", []) if c.get("confirmedByConnector") is False]
+        message = "; ".join(f"{c['connector']}: {c.get('message', '')}" for c in unconfirmed)
+        conditions = Conditions(run.status.get("conditions"), run.generation, run.emit)
+        conditions.set(
+            "OffsetsExternallyManaged", True, "NotConfirmedByConnector", message, event_on_change=True, warning=True
+        )
+        run.status["conditions"] = conditions.dump()
+
+    async def confirm(self, run: Run, connector: str, expected: list[dict[str, Any]]) -> None:
+        """Read back while still stopped (after a resume the connector commits new offsets at
+        once, and the comparison would mean nothing): from Connect's GET /offsets and, where the
+        cluster gives Kafka access, from the broker itself (the sink's group, or the records in
+        the offsets topics). ``expected`` describes the whole connector, so a partition the reset
+        was not asked to touch and that moved is caught too. Connect may lag its topic briefly."""
+        deadline = time.monotonic() + READ_BACK_SECONDS
+        backoff = Backoff()
+        while True:
+            actual = [e for e in await run.cluster.client.get_offsets(connector) if e.get("offset") is not None]
+            problems = [f"Connect: {p}" for p in diff_offsets(expected, actual)]
+            if not problems:
+                broker = await self.broker_offsets(run, connector)
+                problems = [f"Kafka: {p}" for p in diff_offsets(expected, broker or [])] if broker is not None else []
+            if not problems:
+                return
+            if time.monotonic() > deadline:
+                raise StepFailed(
+                    f"{connector}: offsets after the reset differ from the plan: " + "; ".join(problems[:5]),
+                    unsafe_to_resume=True,
+                )
+            await backoff.wait()
+
+    async def broker_offsets(self, run: Run, connector: str) -> list[dict[str, Any]] | None:
+        """The connector's offsets as Kafka holds them; None without Kafka access."""
+        if run.kafka is None:
+            return None
+        cfg = run.plan["configs"][connector]
+        if cfg["kind"] == "sink":
+            group = await asyncio.to_thread(run.kafka.group_offsets, cfg["group"])
+            return [
+                {"partition": {"kafka_topic": t, "kafka_partition": p}, "offset": {"kafka_offset": o}}
+                for (t, p), o in sorted(group.items())
+            ]
+        latest: dict[bytes, OffsetRecord] = {}
+        # the connector-specific topic comes last: Connect reads it in preference to the worker's
+        for record in await self.read_records(run, connector):
+            latest[record.key] = record
+        return [
+            {"partition": r.partition_map, "offset": r.source_offset()}
+            for r in latest.values()
+            if r.value is not None and r.partition_map is not None
+        ]
+
+    @staticmethod
+    def offsets_topics(run: Run, connector: str) -> list[str]:
+        """The worker's offsets topic, then the connector's own one if it has one."""
+        topics = [run.cluster.spec.topics.offsets]
+        extra = run.plan["configs"][connector].get("offsetsTopic")
+        if extra and extra not in topics:
+            topics.append(extra)
+        return topics
+
+    async def read_records(self, run: Run, connector: str) -> list[OffsetRecord]:
+        assert run.kafka is not None
+        records: list[OffsetRecord] = []
+        for topic in self.offsets_topics(run, connector):
+            records.extend(await asyncio.to_thread(run.kafka.read_connector_offsets, topic, {connector}))
+        return records

@@ -1,0 +1,179 @@
+"""The inspect step of an OffsetReset: what is there before anything changes.
+
+It reads each connector's config, state and offsets, the Connector objects that manage them (their
+desired state, and whether they declare offsets kept outside Kafka), for MirrorMaker 2 the other
+flows sharing the offset-syncs topic, and for set-to actions the target offsets (ListOffsets),
+then asks the planner (pure) for the plan it publishes in ``status.plan``. A restore checks its
+backup here, before anything is stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from connectops.adapters.connect_rest import ConnectNotFound
+from connectops.adapters.kube import KubeClient
+from connectops.models.connector import ConnectorSpec
+from connectops.models.offset_reset import ResetAction
+from connectops.planning.offset_reset import (
+    ConnectorKind,
+    PlanError,
+    TargetConnector,
+    connector_kind,
+    mirror_roles,
+    plan_reset,
+    sink_group,
+    untouched,
+)
+from connectops.reconcilers import reset_mm2
+from connectops.reconcilers.reset_backup import BackupStore
+from connectops.reconcilers.reset_run import Run
+
+
+class Inspector:
+    def __init__(self, kube: KubeClient, backups: BackupStore) -> None:
+        self._kube = kube
+        self._backups = backups
+
+    async def inspect(self, run: Run) -> str:
+        """What is there before anything changes: the connectors, their kinds and offsets, and the plan."""
+        client = run.cluster.client
+        version, caps = await run.cluster.capabilities(0.0)
+        targets = []
+        roles = mirror_roles(run.spec)
+        managed = await self._managed_specs(run)
+        for connector in run.status["connectors"]:
+            info = await client.get_connector(connector)
+            if info is None:
+                raise PlanError(f"connector {connector} does not exist in Kafka Connect")
+            state = await client.get_status(connector)
+            owner = managed.get(connector)
+            targets.append(
+                TargetConnector(
+                    name=connector,
+                    kind=roles.get(connector)
+                    or connector_kind(str(info["config"].get("connector.class", "")), info.get("type")),
+                    state=state.state if state else "UNASSIGNED",
+                    config=info["config"],
+                    managed_state=str(owner[1].state) if owner else None,
+                    offsets_external=bool(owner and owner[1].offsets_managed_externally),
+                )
+            )
+        flows = await reset_mm2.other_flows(run, {name: owner[0] for name, owner in managed.items()})
+        plan = plan_reset(run.spec, targets, caps, has_kafka_access=run.kafka is not None, other_flows=flows)
+        summary = plan.summary()
+        summary["workerVersion"] = version
+        summary["configs"] = {
+            t.name: {
+                "kind": str(t.kind),
+                "group": sink_group(t.name, t.config) if t.kind is ConnectorKind.SINK else None,
+                "offsetsTopic": t.config.get("offsets.storage.topic"),
+            }
+            for t in targets
+        }
+        summary["entries"] = {k: [e.model_dump(mode="json") for e in v] for k, v in plan.entries.items()}
+        if run.spec.action in (ResetAction.TO_EARLIEST, ResetAction.TO_LATEST, ResetAction.TO_TIMESTAMP):
+            summary["entries"] = await self._sink_target_offsets(run, targets)
+        # what the offsets are now, for the plan (and the dry run) to show
+        current = {}
+        for target in targets:
+            current[target.name] = await self._current_offsets(run, target.name)
+        summary["current"] = {k: v[:50] for k, v in current.items()}
+        summary["currentCounts"] = {k: len(v) for k, v in current.items()}
+        if run.spec.action in (ResetAction.TO_EARLIEST, ResetAction.TO_LATEST, ResetAction.TO_TIMESTAMP):
+            summary["scope"] = {
+                t.name: self._scope(run, t, summary["entries"].get(t.name, []), current[t.name]) for t in targets
+            }
+        run.status["plan"] = summary
+        if run.spec.action == ResetAction.RESTORE:
+            # before anything is stopped: a backup that is not this connector's own is refused here
+            self._backups.check(run, await self._backups.read(run.namespace, run.spec.restore_from or ""))
+        run.status["strategy"] = str(plan.strategy)
+        run.status["connectorKind"] = ",".join(sorted({str(t.kind) for t in targets}))
+        # recorded once, before anything is stopped: the truth about "before"
+        run.status.setdefault("previousStates", {t.name: t.state for t in targets})
+        return (
+            f"{plan.strategy} {run.spec.action} of {', '.join(t.name for t in targets)} "
+            f"({', '.join(str(t.kind) for t in targets)}, worker {version})"
+        )
+
+    @staticmethod
+    def _scope(
+        run: Run, target: TargetConnector, entries: list[dict[str, Any]], current: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        """What a set-to action touches and what it leaves alone, for the plan (and the dry run)."""
+        topics = sorted({str(e["partition"]["kafka_topic"]) for e in entries})
+        kept = untouched(entries, current)
+        return {
+            "topics": topics,
+            "allTopics": not run.spec.topics,
+            "partitions": len(entries),
+            "untouchedPartitions": len(kept),
+            "untouchedTopics": sorted({str(e["partition"].get("kafka_topic")) for e in kept}),
+            "description": (
+                f"{'every topic the connector reads' if not run.spec.topics else 'only the topics named'}: "
+                f"{', '.join(topics) or 'none'}; {len(kept)} other committed partition offset(s) stay as they are"
+            ),
+        }
+
+    async def _managed_specs(self, run: Run) -> dict[str, tuple[str, ConnectorSpec]]:
+        """Connector objects of this namespace on the reset's ConnectCluster, by connector name."""
+        out: dict[str, tuple[str, ConnectorSpec]] = {}
+        for obj in await self._kube.custom_objects(run.namespace, "connectors"):
+            try:
+                spec = ConnectorSpec.model_validate(obj.get("spec") or {})
+            except ValidationError:
+                continue
+            name = str(obj["metadata"]["name"])
+            if spec.cluster_ref.name == run.cluster.name:
+                out[spec.connector_name or name] = (name, spec)
+        return out
+
+    async def _current_offsets(self, run: Run, connector: str) -> list[dict[str, Any]]:
+        try:
+            return await run.cluster.client.get_offsets(connector)
+        except ConnectNotFound:
+            return []
+
+    async def _sink_target_offsets(self, run: Run, targets: list[TargetConnector]) -> dict[str, list[dict[str, Any]]]:
+        """toEarliest / toLatest / toTimestamp: ListOffsets on the sink's topics, as PATCH entries."""
+        if run.kafka is None:
+            raise PlanError(f"action {run.spec.action} needs spec.kafka on the ConnectCluster (ListOffsets)")
+        kafka = run.kafka
+        out: dict[str, list[dict[str, Any]]] = {}
+        for target in targets:
+            topics = list(run.spec.topics)
+            reads = [t.strip() for t in str(target.config.get("topics") or "").split(",") if t.strip()]
+            foreign = sorted(set(topics) - set(reads)) if reads else []
+            if foreign:
+                raise PlanError(
+                    f"{target.name} does not read topic(s) {', '.join(foreign)} (it reads {', '.join(reads)})"
+                )
+            if not topics:
+                if reads:
+                    topics = reads
+                elif target.config.get("topics.regex"):
+                    topics = await asyncio.to_thread(kafka.topics_matching, target.config["topics.regex"])
+            partitions = await asyncio.to_thread(kafka.partitions_for, topics)
+            if run.spec.action == ResetAction.TO_EARLIEST:
+                spec: str | int = "earliest"
+            elif run.spec.action == ResetAction.TO_LATEST:
+                spec = "latest"
+            else:
+                spec = _timestamp_ms(run.spec.timestamp or "")
+            offsets = await asyncio.to_thread(kafka.list_offsets, partitions, spec)
+            out[target.name] = [
+                {"partition": {"kafka_topic": t, "kafka_partition": p}, "offset": {"kafka_offset": o}}
+                for (t, p), o in sorted(offsets.items())
+            ]
+        return out
+
+
+def _timestamp_ms(text: str) -> int:
+    if text.isdigit():
+        return int(text)
+    return int(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000)

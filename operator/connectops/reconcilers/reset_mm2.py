@@ -1,0 +1,66 @@
+"""MirrorMaker 2's offset-syncs topic around a reset: who else uses it, and its cleanup.
+
+The topic (``mm2-offset-syncs.<alias>.internal``) is shared by every flow between the same two
+clusters. Left stale after a reset, it makes MM2 create topics without mirroring data; deleted, it
+restarts the offset translation of every flow that writes it. So the inspect step lists the other
+MirrorSourceConnectors on the worker that use it (the plan refuses ``auto`` when there are any),
+and the offsetSyncs step applies what the plan resolved.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from connectops.adapters.kafka_offsets import KafkaOffsets
+from connectops.models.offset_reset import OffsetsTopicLocation, OffsetSyncsCleanup
+from connectops.planning.offset_reset import MirrorFlow, offset_syncs_topic, shares_syncs_topic
+from connectops.reconcilers.reset_run import Run, StepFailed
+
+
+async def other_flows(run: Run, managed_by: dict[str, str]) -> list[MirrorFlow]:
+    """MirrorSourceConnectors on the worker, outside this reset, that use the offset-syncs topic
+    it would clean up. Class names are matched loosely ("MirrorSource" in the simple name, so
+    forks and wrappers count): a false match only asks the user to choose explicitly."""
+    mm2 = run.spec.mirror_maker2
+    if mm2 is None or OffsetSyncsCleanup(mm2.offset_syncs) in (OffsetSyncsCleanup.KEEP, OffsetSyncsCleanup.NONE):
+        return []
+    location = OffsetsTopicLocation(mm2.offset_syncs_topic_location)
+    topic = offset_syncs_topic(
+        mm2.source_alias, mm2.target_alias, location, mm2.separator, mm2.internal_topic_separator_enabled
+    )
+    access = mm2.source_cluster if location is OffsetsTopicLocation.SOURCE else mm2.target_cluster
+    kafka = access or run.cluster.spec.kafka
+    bootstrap = kafka.bootstrap_servers if kafka is not None else ""
+    ours = set(run.status["connectors"])
+    flows = []
+    for name in await run.cluster.client.list_connectors():
+        if name in ours:
+            continue
+        info = await run.cluster.client.get_connector(name)
+        if info is None:
+            continue
+        config = {str(k): str(v) for k, v in (info.get("config") or {}).items()}
+        if "MirrorSource" not in config.get("connector.class", "").rsplit(".", 1)[-1]:
+            continue
+        if shares_syncs_topic(config, topic, bootstrap):
+            flows.append(MirrorFlow(name, managed_by.get(name)))
+    return flows
+
+
+async def clean_offset_syncs(run: Run) -> str:
+    """Delete or truncate the topic, as the plan resolved it (``auto`` became ``delete`` there)."""
+    mm2 = run.spec.mirror_maker2
+    assert mm2 is not None
+    topic = run.plan["offsetSyncsTopic"]
+    access = mm2.source_cluster if run.plan["offsetSyncsCluster"] == "source" else mm2.target_cluster
+    if access is not None:
+        kafka = KafkaOffsets(access.bootstrap_servers, access.config)
+    elif run.kafka is not None:
+        kafka = run.kafka
+    else:
+        raise StepFailed(f"no Kafka access for the {run.plan['offsetSyncsCluster']} cluster holding {topic}")
+    if OffsetSyncsCleanup(run.plan["offsetSyncsCleanup"]) is OffsetSyncsCleanup.DELETE:
+        await asyncio.to_thread(kafka.delete_topic, topic)
+        return f"deleted offset-syncs topic {topic}"
+    await asyncio.to_thread(kafka.truncate_topic, topic)
+    return f"truncated offset-syncs topic {topic}"

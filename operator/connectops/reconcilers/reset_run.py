@@ -1,0 +1,112 @@
+"""One OffsetReset execution's working state (``Run``) and the small facts every step module
+shares: who holds a lock, what a backup is called, how a failure is described."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from connectops.adapters.kafka_offsets import KafkaOffsets
+from connectops.models import GROUP
+from connectops.models.base import utcnow_iso
+from connectops.models.offset_reset import OffsetResetSpec, ResetAction
+from connectops.planning.offset_reset import Step
+from connectops.reconcilers.clusters import ClusterHandle
+from connectops.reconcilers.common import EmitEvent
+
+if TYPE_CHECKING:
+    from connectops.reconcilers.reset_changes import OffsetChanges
+
+PLURAL = "offsetresets"
+HISTORY_LIMIT = 30
+
+
+def lock_holder(namespace: str, name: str, uid: str) -> str:
+    """The Lease holder identity of one OffsetReset (the uid: a re-created namesake is another holder)."""
+    return f"{GROUP}/offsetreset/{namespace}/{name}/{uid}"
+
+
+def backup_name(namespace: str, name: str, uid: str) -> str:
+    """A backup ConfigMap name that no other reset can have: readable prefix, then a hash of the
+    full identity (two long names sharing their first 200 characters still differ)."""
+    digest = hashlib.sha256(f"{namespace}/{name}/{uid}".encode()).hexdigest()[:12]
+    return f"connectops-backup-{name[:200]}-{digest}"
+
+
+def offsets_outcome(reset_step: dict[str, Any], action: str, backup: str | None) -> str:
+    """What a failed reset did to the offsets, as far as the operator can know, from its reset step."""
+    kept = f" (the old offsets are in ConfigMap {backup})" if backup else ""
+    if reset_step.get("state") == "Done":
+        return f"The offsets WERE changed by the {action}{kept}"
+    if int(reset_step.get("attempts", 0)) > 0:
+        # a change may have reached Connect with its answer lost on the way back
+        return f"The offsets may have been changed: the reset step ran and did not confirm{kept}"
+    return "Offsets were not changed"
+
+
+def spec_hash(spec: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
+
+
+class StepFailed(Exception):
+    """A step cannot succeed as asked; ``unsafe_to_resume`` keeps the connector stopped."""
+
+    def __init__(self, message: str, *, unsafe_to_resume: bool = False) -> None:
+        super().__init__(message)
+        self.unsafe_to_resume = unsafe_to_resume
+
+
+@dataclass
+class Run:
+    """One execution's working state; ``status`` mirrors what is (or is about to be) stored."""
+
+    namespace: str
+    name: str
+    uid: str
+    generation: int | None
+    status: dict[str, Any]
+    spec: OffsetResetSpec
+    cluster: ClusterHandle
+    emit: EmitEvent
+    kafka: KafkaOffsets | None = None
+    managed_states: dict[str, str] = field(default_factory=dict)
+
+    def step(self, step: Step) -> dict[str, Any]:
+        for entry in self.status["steps"]:
+            if entry["name"] == step:
+                return dict(entry)
+        raise KeyError(step)
+
+    def set_step(self, step: Step, **values: Any) -> None:
+        self.status["steps"] = [{**e, **values} if e["name"] == step else e for e in self.status["steps"]]
+
+    def history(self, message: str) -> None:
+        entries = [*self.status.get("history", []), {"time": utcnow_iso(), "message": message}]
+        self.status["history"] = entries[-HISTORY_LIMIT:]
+
+    @property
+    def plan(self) -> dict[str, Any]:
+        plan: dict[str, Any] = self.status.get("plan") or {}
+        return plan
+
+    def kind(self, connector: str) -> str:
+        """source, sink or a mirror kind, as inspected."""
+        return str(self.plan["configs"][connector]["kind"])
+
+
+def bound(fn: Callable[..., Awaitable[Any]], *args: Any) -> Callable[[], Awaitable[Any]]:
+    """A call bound to its arguments now (a lambda in a loop would see the loop's last values)."""
+    return lambda: fn(*args)
+
+
+class Strategy(Protocol):
+    """What each strategy module (reset_rest, reset_tombstone, reset_consumer_group) provides."""
+
+    async def reset(
+        self, changes: OffsetChanges, run: Run, connector: str, action: ResetAction, entries: list[dict[str, Any]]
+    ) -> None: ...
+
+    async def restore(self, changes: OffsetChanges, run: Run, connector: str, saved: dict[str, Any]) -> None: ...

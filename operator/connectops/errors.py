@@ -1,35 +1,36 @@
-"""The one place where adapter errors become kopf's retry decisions.
+"""The one place where failures become kopf's retry decisions.
 
-Adapters raise their own typed errors (:mod:`connectops.adapters.connect_rest`,
-:mod:`connectops.adapters.kube`); reconcilers record them in conditions and re-raise; handlers
-pass them through :func:`as_kopf_error`. Nothing here is permanent for a *transient* world:
-a Connect outage, a 409 during a rebalance, a Secret not created yet — all retry with a doubling
-delay, so the operator never crash-loops and recovers on its own.
+Every deliberate failure derives from :class:`connectops.failures.ConnectopsError` (adapters:
+:mod:`~connectops.adapters.connect_rest`, :mod:`~connectops.adapters.kafka_offsets`,
+:mod:`~connectops.adapters.kube`; the reconcilers' own below); reconcilers record them in
+conditions and re-raise; handlers pass them through :func:`as_kopf_error`, which honours their
+``retryable`` flag: a transient world (a Connect outage, a 409 during a rebalance, a Secret not
+created yet) retries with a doubling delay; a permanent failure (a refused request, credentials,
+a URL that is not Connect) is re-checked only on the capped delay, because only someone changing
+something can cure it, and a spec change re-runs the handler at once anyway. Only an invalid spec
+is kopf-permanent. The operator never crash-loops and recovers on its own.
 """
 
 from __future__ import annotations
 
 import kopf
 
-from connectops.adapters.connect_rest import (
-    ConnectAuthFailed,
-    ConnectError,
-    ConnectRebalancing,
-)
-from connectops.adapters.kafka_offsets import KafkaOffsetsError
-from connectops.adapters.kube import KubeError
+from connectops.adapters.connect_rest import ConnectRebalancing
+from connectops.failures import ConnectopsError
 
-
-class ConnectopsError(Exception):
-    """Base for the operator's own (non-adapter) failures."""
+__all__ = ["ConnectopsError", "NotReadyYet", "SpecInvalid", "as_kopf_error", "retry_delay"]
 
 
 class SpecInvalid(ConnectopsError):
     """The object's spec cannot be acted on until the user changes it. Never retried."""
 
+    reason = "InvalidSpec"
+
 
 class NotReadyYet(ConnectopsError):
     """Something the operator waits for (a state, a lock) has not happened yet; retry soon."""
+
+    retryable = True
 
 
 def retry_delay(attempt: int, base: float, maximum: float) -> float:
@@ -45,10 +46,9 @@ def as_kopf_error(
         return kopf.PermanentError(message)
     if isinstance(exc, ConnectRebalancing):
         return kopf.TemporaryError(message, delay=min(base, 5.0))
-    if isinstance(exc, ConnectAuthFailed):
-        # a fixed Secret is the only cure; poll slowly rather than hammer the worker
-        return kopf.TemporaryError(message, delay=maximum)
-    # their texts are built by the adapters to be free of secrets (tests/unit checks the Kafka one)
-    if isinstance(exc, ConnectError | KubeError | KafkaOffsetsError | NotReadyYet):
+    # their texts are built by the raisers to be free of secrets (tests/unit checks the Kafka one)
+    if isinstance(exc, ConnectopsError) and exc.retryable:
         return kopf.TemporaryError(message, delay=retry_delay(retry, base, maximum))
+    if isinstance(exc, ConnectopsError):
+        return kopf.TemporaryError(message, delay=maximum)
     return kopf.TemporaryError(f"unexpected {type(exc).__name__}", delay=retry_delay(retry, base, maximum))

@@ -19,11 +19,12 @@ from connectops.adapters.kube import KubeClient, load_kube_config
 from connectops.diffbase import DigestDiffBaseStorage
 from connectops.errors import as_kopf_error
 from connectops.models import GROUP, VERSION
+from connectops.planning.ownership import Claim
 from connectops.reconcilers.checks import CheckRunner, check_defaults
 from connectops.reconcilers.clusters import ClusterRegistry
 from connectops.reconcilers.common import EmitEvent, Outcome, status_patch
 from connectops.reconcilers.connect_cluster import ConnectClusterReconciler
-from connectops.reconcilers.connector import ConnectorObject, ConnectorReconciler
+from connectops.reconcilers.connector import ConnectorObject, ConnectorReconciler, claim_of, claimed_name
 from connectops.reconcilers.offset_reset import OffsetResetExecutor
 from connectops.settings import load
 
@@ -107,12 +108,44 @@ def _publish(outcome: Outcome, body: Any, patch: kopf.Patch, retry: int, kind: s
 # -- Connector -----------------------------------------------------------------------------------
 
 
-async def _reconcile_connector(body: Any, patch: kopf.Patch, retry: int, *, periodic: bool) -> None:
+ClaimIndex = kopf.Index[str, Claim]
+
+
+@kopf.index(GROUP, VERSION, "connectors")
+def connector_claims(body: kopf.Body, **_: Any) -> dict[str, Claim] | None:
+    """Every Connector object by the connector it names, across the watched namespaces: kopf
+    fills indexes before any handler runs, so no object writes before it can see its rivals."""
+    meta, spec = body.get("metadata") or {}, body.get("spec") or {}
+    name = str(meta.get("name") or "")
+    claim = claim_of(
+        str(meta.get("namespace") or ""),
+        name,
+        str(meta.get("uid") or ""),
+        str(meta.get("creationTimestamp") or ""),
+        spec,
+    )
+    return {claimed_name(name, spec): claim} if claim else None
+
+
+def _claims(kwargs: dict[str, Any]) -> ClaimIndex:
+    # kopf passes each index as a keyword named after its function; its callback protocols do
+    # not declare user indexes, so they are taken from the keywords rather than the signature
+    claims: ClaimIndex = kwargs["connector_claims"]
+    return claims
+
+
+def _rivals(claims: ClaimIndex, body: Any) -> list[Claim]:
+    return list(claims.get(claimed_name(body["metadata"]["name"], body.get("spec") or {}), []))
+
+
+async def _reconcile_connector(body: Any, patch: kopf.Patch, retry: int, claims: ClaimIndex, *, periodic: bool) -> None:
     rt = runtime()
     obj = ConnectorObject.from_body(body)
     with metrics.RECONCILE_SECONDS.labels(kind="Connector").time():
         async with rt.locks[body["metadata"]["uid"]]:
-            outcome = await rt.connectors.reconcile(obj, _emitter(body), periodic=periodic)
+            outcome = await rt.connectors.reconcile(
+                obj, _emitter(body), periodic=periodic, rivals=_rivals(claims, body)
+            )
     metrics.RECONCILES.labels(kind="Connector", trigger="timer" if periodic else "change").inc()
     _publish(outcome, body, patch, retry, "Connector")
 
@@ -120,22 +153,23 @@ async def _reconcile_connector(body: Any, patch: kopf.Patch, retry: int, *, peri
 @kopf.on.resume(GROUP, VERSION, "connectors")
 @kopf.on.create(GROUP, VERSION, "connectors")
 @kopf.on.update(GROUP, VERSION, "connectors", field="spec")
-async def connector_changed(body: kopf.Body, patch: kopf.Patch, retry: int, **_: Any) -> None:
-    await _reconcile_connector(body, patch, retry, periodic=False)
+async def connector_changed(body: kopf.Body, patch: kopf.Patch, retry: int, **kwargs: Any) -> None:
+    await _reconcile_connector(body, patch, retry, _claims(kwargs), periodic=False)
 
 
 @kopf.timer(GROUP, VERSION, "connectors", interval=SETTINGS.resync_seconds, initial_delay=SETTINGS.resync_seconds)
-async def connector_resync(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
+async def connector_resync(body: kopf.Body, patch: kopf.Patch, **kwargs: Any) -> None:
     # timers have no retry counter: a failing resync retries at the base delay
-    await _reconcile_connector(body, patch, 0, periodic=True)
+    await _reconcile_connector(body, patch, 0, _claims(kwargs), periodic=True)
 
 
 @kopf.on.delete(GROUP, VERSION, "connectors")
-async def connector_deleted(body: kopf.Body, retry: int, **_: Any) -> None:
+async def connector_deleted(body: kopf.Body, retry: int, **kwargs: Any) -> None:
     rt = runtime()
     async with rt.locks[body["metadata"]["uid"]]:
         try:
-            await rt.connectors.delete(ConnectorObject.from_body(body), _emitter(body))
+            rivals = _rivals(_claims(kwargs), body)
+            await rt.connectors.delete(ConnectorObject.from_body(body), _emitter(body), rivals=rivals)
         except Exception as exc:
             raise _retry_later(exc, retry) from None
     rt.locks.pop(body["metadata"]["uid"], None)
@@ -190,20 +224,20 @@ async def cluster_deleted(body: kopf.Body, **_: Any) -> None:
 @kopf.on.resume(GROUP, VERSION, "offsetresets")
 @kopf.on.create(GROUP, VERSION, "offsetresets")
 @kopf.on.update(GROUP, VERSION, "offsetresets", field="spec")
-async def offset_reset(body: kopf.Body, retry: int, **_: Any) -> None:
+async def offset_reset(body: kopf.Body, retry: int, **kwargs: Any) -> None:
     """Runs (or resumes) the step machine; it writes its own status step by step."""
     rt = runtime()
     try:
         async with rt.locks[body["metadata"]["uid"]]:
-            ended = await rt.resets.run(body, _emitter(body))
+            ended = await rt.resets.run(body, _emitter(body), _claims(kwargs))
     except Exception as exc:
         metrics.RECONCILE_ERRORS.labels(kind="OffsetReset", error=type(exc).__name__).inc()
         raise _retry_later(exc, retry) from None
     if ended:
-        await _hand_back(body)
+        await _hand_back(body, _claims(kwargs))
 
 
-async def _hand_back(reset_body: Any) -> None:
+async def _hand_back(reset_body: Any, claims: ClaimIndex) -> None:
     """Reconcile the Connectors a finished reset held, now rather than at their next resync, so
     their Ready condition stops saying a reset is in progress. Best effort: the resync timer
     remains the fallback, so a failure here is logged, not retried."""
@@ -214,7 +248,9 @@ async def _hand_back(reset_body: Any) -> None:
         for name in await rt.resets.managing_connectors(fresh):
             body = await rt.kube.custom_object(namespace, "connectors", name)
             async with rt.locks[body["metadata"]["uid"]]:
-                outcome = await rt.connectors.reconcile(ConnectorObject.from_body(body), _emitter(body), periodic=False)
+                outcome = await rt.connectors.reconcile(
+                    ConnectorObject.from_body(body), _emitter(body), periodic=False, rivals=_rivals(claims, body)
+                )
             changes = status_patch(body.get("status") or {}, outcome.status)
             if changes:
                 await rt.kube.patch_status(namespace, "connectors", name, changes)

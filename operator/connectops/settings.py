@@ -16,6 +16,10 @@ def _int(name: str, default: int) -> int:
     return int(raw) if raw else default
 
 
+def _list(name: str) -> tuple[str, ...]:
+    return tuple(item.strip() for item in os.environ.get(name, "").split(",") if item.strip())
+
+
 @dataclass(frozen=True)
 class Settings:
     #: how often every object is re-checked for drift (Strimzi: 120 s)
@@ -26,6 +30,10 @@ class Settings:
     retry_max_seconds: float = field(default_factory=lambda: _float("CONNECTOPS_RETRY_MAX_SECONDS", 300.0))
     #: in-flight REST calls per Connect worker group
     connect_concurrency: int = field(default_factory=lambda: _int("CONNECTOPS_CONNECT_CONCURRENCY", 8))
+    #: the largest answer read from a Connect endpoint (a worker, or whatever a restUrl points at)
+    connect_max_response_bytes: int = field(
+        default_factory=lambda: _int("CONNECTOPS_CONNECT_MAX_RESPONSE_BYTES", 32 << 20)
+    )
     #: how long a reconcile waits for Connect to report the state it just asked for
     settle_seconds: float = field(default_factory=lambda: _float("CONNECTOPS_SETTLE_SECONDS", 10.0))
     #: how long Connector reconciles reuse a resolved ConnectCluster and its Secrets
@@ -42,6 +50,16 @@ class Settings:
     )
     check_spark_version: str | None = field(
         default_factory=lambda: os.environ.get("CONNECTOPS_CHECK_SPARK_VERSION") or None
+    )
+    #: what a ConnectCluster's spec.sparkCheck may choose beyond the defaults above (glob patterns;
+    #: empty: nothing else). Whoever may write a ConnectCluster must not pick the image, code or
+    #: identity of the pods the operator creates for it.
+    check_allowed_images: tuple[str, ...] = field(default_factory=lambda: _list("CONNECTOPS_CHECK_ALLOWED_IMAGES"))
+    check_allowed_service_accounts: tuple[str, ...] = field(
+        default_factory=lambda: _list("CONNECTOPS_CHECK_ALLOWED_SERVICE_ACCOUNTS")
+    )
+    check_allowed_application_files: tuple[str, ...] = field(
+        default_factory=lambda: _list("CONNECTOPS_CHECK_ALLOWED_APPLICATION_FILES")
     )
 
 

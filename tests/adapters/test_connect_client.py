@@ -70,3 +70,42 @@ def test_500_expecting_a_rebalance_is_a_rebalance(proxy: FaultProxy) -> None:
     # retried after the 500, until the worker's own answer (a 409 in between: its own rebalance)
     assert statuses[0] == 500
     assert statuses[-1] == 404
+
+
+def test_a_trickling_answer_hits_the_total_deadline(proxy: FaultProxy) -> None:
+    """Headers, then one byte every second: no read ever waits long enough for httpx's per-read
+    timeout, so only a deadline on the whole call ends it (issue 13, finding 5)."""
+    import time
+
+    proxy.add_rule(FaultRule.trickle(1.0, method="GET", path=r"^/connector-plugins$"))
+
+    async def slow() -> object:
+        async with ConnectClient(proxy.url, timeout=3, read_retries=0) as c:
+            return await c.connector_plugins()
+
+    started = time.monotonic()
+    with pytest.raises(ConnectUnavailable, match="did not finish answering within 3s"):
+        asyncio.run(slow())
+    assert time.monotonic() - started < 6
+
+
+@pytest.mark.parametrize("declared_length", [True, False], ids=["declared", "undeclared"])
+def test_a_huge_answer_is_refused_unread(proxy: FaultProxy, declared_length: bool) -> None:
+    """150 MiB from "Connect": refused by its declared size, or, without one, once the bytes read
+    pass the cap; never read whole into memory (issue 13, finding 9)."""
+    import resource
+
+    from connectops.adapters.connect_rest import ConnectResponseTooLarge
+
+    proxy.add_rule(FaultRule.huge(150, declared_length=declared_length, method="GET", path=r"^/connector-plugins$"))
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+    async def big() -> object:
+        async with ConnectClient(proxy.url, timeout=30, read_retries=0, max_response_bytes=8 << 20) as c:
+            return await c.connector_plugins()
+
+    with pytest.raises(ConnectResponseTooLarge, match="larger than 8 MiB") as refused:
+        asyncio.run(big())
+    assert "list plugins" in str(refused.value)
+    grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    assert grown_kib < 50 * 1024, f"peak RSS grew by {grown_kib} KiB"

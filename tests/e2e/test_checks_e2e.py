@@ -113,3 +113,45 @@ def test_check_runs_after_each_change_and_reports(
         assert status["lastCheck"]["reasons"]
         # a failing check never undoes the change
         assert k8s.condition("connectors", sink, "Ready")["status"] == "True"  # type: ignore[index]
+
+
+def test_check_pods_are_the_platform_teams_choice(
+    k8s: K8s, spark_crd: None, kube_client: Any, connect: ConnectWorker, tmp_path: Path
+) -> None:
+    """Issue 13, finding 12: whoever may write a ConnectCluster asks for the check to run another
+    image, an entry file fetched from a URL and a powerful service account; the operator (no
+    allowlist set) refuses all three where the author looks, and creates no SparkApplication."""
+    asked = {"image": "attacker.example/miner:latest", "serviceAccount": "cluster-admin-sa"}
+    asked["mainApplicationFile"] = "https://attacker.example/x.py"
+    k8s.create("connectclusters", "greedy", {**connect_cluster_spec(connect), "sparkCheck": asked}, "ConnectCluster")
+    cond = k8s.wait_condition("connectclusters", "greedy", "ChecksAllowed", "False", reason="NotAllowed")
+    for value in asked.values():
+        assert value in cond["message"]
+    wait_for(
+        lambda: any(e.type == "Warning" and e.reason == "NotAllowed" for e in k8s.events("greedy")),
+        30,
+        "a Warning Event on the ConnectCluster",
+    )
+    src = tmp_path / "in.txt"
+    src.write_text("one\n")
+    k8s.create(
+        "connectors",
+        "watched",
+        {
+            "clusterRef": {"name": "greedy"},
+            "class": SOURCE,
+            "config": {"file": str(src), "topic": f"g-{uuid.uuid4().hex[:6]}"},
+            "check": {"enabled": True, "samples": 1, "intervalSeconds": 1},
+        },
+        "Connector",
+    )
+    k8s.wait_condition("connectors", "watched", "Ready", "True")
+    last = wait_for(lambda: (k8s.get("connectors", "watched").get("status") or {}).get("lastCheck"), 60, "lastCheck")
+    assert last["state"] == "NOT_SUBMITTED"
+    assert any("sparkCheck.image" in r for r in last["reasons"])
+    custom = kubernetes.client.CustomObjectsApi(kube_client)
+    apps = custom.list_namespaced_custom_object("sparkoperator.k8s.io", "v1beta2", k8s.ns, "sparkapplications")
+    assert apps["items"] == []
+    # the operator's own defaults stay usable: the same object without the choices is allowed
+    k8s.patch_spec("connectclusters", "greedy", {"sparkCheck": None})
+    k8s.wait_condition("connectclusters", "greedy", "ChecksAllowed", "True", reason="Allowed")

@@ -112,3 +112,79 @@ def test_large_objects_are_refused_at_admission_or_always_deletable(
     k8s.delete("connectors", "large")
     wait_for(lambda: not k8s.exists("connectors", "large"), 60, "large Connector deleted")
     assert not ConnectREST(connect).exists("large")
+
+
+def test_timestamps_are_bounded(k8s: K8s) -> None:
+    """Issue 13, finding 10: an epoch that overflows int64, or a time without its UTC offset, is
+    refused by the API server itself (the schema's pattern and maxLength: no CEL here); one the
+    pattern admits but no clock can reach ends Failed with InvalidSpec, a Warning Event, and no
+    call to anything."""
+    import pytest
+    from kubernetes.client.exceptions import ApiException
+
+    from tests.e2e.conftest import wait_for
+
+    base = {"connectorRef": {"name": "nobody"}, "action": "toTimestamp"}
+    for i, text in enumerate(["99999999999999999999", "2026-01-31T12:00:00", "x" * 41, "-1"]):
+        with pytest.raises(ApiException) as refused:
+            k8s.create("offsetresets", f"refused-{i}", {**base, "timestamp": text}, "OffsetReset")
+        assert refused.value.status == 422, text
+        assert "spec.timestamp" in str(refused.value.body), text
+    k8s.create("offsetresets", "far-future", {**base, "timestamp": "999999999999999"}, "OffsetReset")
+    status = wait_for(
+        lambda: (s := k8s.get("offsetresets", "far-future").get("status") or {}).get("phase") == "Failed" and s,
+        60,
+        "far-future reset refused",
+    )
+    (succeeded,) = [c for c in status["conditions"] if c["type"] == "Succeeded"]
+    assert succeeded["reason"] == "InvalidSpec"
+    assert "out of range" in succeeded["message"]
+    assert "253402300799999" in succeeded["message"]
+    assert not status.get("steps") or all(s["state"] == "Pending" for s in status["steps"])
+    wait_for(
+        lambda: any(e.type == "Warning" and "out of range" in e.message for e in k8s.events("far-future")),
+        30,
+        "a Warning Event",
+    )
+
+
+def test_kafka_settings_from_secrets_reach_the_kafka_client(
+    k8s: K8s, connect: ConnectWorker, tmp_path: Path, caplog: Any
+) -> None:
+    """Issue 13, finding 8: ``spec.kafka.configFrom`` used to be read by nothing. A missing Secret
+    is now a clear ReferenceNotFound; a Secret's value is the setting the tombstone reset's Kafka
+    client uses (a protocol librdkafka refuses makes the reset fail before any change, without
+    showing the value; the right one makes it succeed), and the value appears nowhere."""
+    import uuid
+
+    from tests.e2e.conftest import wait_for
+    from tests.e2e.test_offset_reset_e2e import offsets
+
+    spec = connect_cluster_spec(connect)
+    spec["kafka"]["configFrom"] = {"security.protocol": {"name": "kafka-creds", "key": "protocol"}}
+    k8s.create("connectclusters", "kc", spec, "ConnectCluster")
+    missing = k8s.wait_condition("connectclusters", "kc", "Ready", "False", reason="ReferenceNotFound")
+    assert "kafka-creds" in missing["message"]
+    bogus = f"bogus-{uuid.uuid4().hex[:8]}"
+    k8s.create_secret("kafka-creds", {"protocol": bogus})
+    k8s.wait_condition("connectclusters", "kc", "Ready", "True", timeout=90)
+    name, _ = make_source(k8s, tmp_path, "kc", connect)
+    rest = ConnectREST(connect)
+    before = offsets(rest, name)
+    status = reset(
+        k8s, "tomb-bogus", {"connectorRef": {"name": name}, "action": "reset", "strategy": "tombstone"}, "Failed"
+    )
+    assert "security.protocol" in str(status["conditions"])
+    assert not status.get("changes"), status.get("changes")
+    assert offsets(rest, name) == before
+    wait_for(lambda: rest.state(name) == "RUNNING", 60, "the connector running again")
+    for said in [str(status), *(f"{e.message}" for e in k8s.events("tomb-bogus")), caplog.text]:
+        assert bogus not in said
+    k8s.core.patch_namespaced_secret("kafka-creds", k8s.ns, {"stringData": {"protocol": "plaintext"}})
+    k8s.delete("offsetresets", "tomb-bogus")
+    wait_for(lambda: not k8s.exists("offsetresets", "tomb-bogus"), 30, "the failed reset deleted")
+    status = reset(k8s, "tomb-ok", {"connectorRef": {"name": name}, "action": "reset", "strategy": "tombstone"})
+    assert status["strategy"] == "tombstone"
+    latest = {r.key: r for r in KafkaOffsets(connect.bootstrap).read_connector_offsets(connect.offset_topic, {name})}
+    assert latest
+    assert all(r.value is None for r in latest.values())

@@ -47,7 +47,7 @@ from typing import Any, Final, Literal, Self
 
 import httpx
 
-FaultKind = Literal["status", "delay", "drop", "timeout"]
+FaultKind = Literal["status", "delay", "drop", "timeout", "trickle", "huge"]
 
 #: Kafka Connect's answer while a rebalance or a concurrent config change is in progress.
 STALE_CONFIG_MESSAGE: Final = (
@@ -109,6 +109,8 @@ class FaultRule:
     probability: float | None = None
     seed: int | None = None
     after_upstream: bool = False
+    #: for ``huge``: send Content-Length (False: the body ends when the connection closes)
+    declared_length: bool = True
     name: str = ""
     matched: int = field(default=0, init=False)
     fired: int = field(default=0, init=False)
@@ -116,7 +118,7 @@ class FaultRule:
     _rng: random.Random = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if self.kind not in ("status", "delay", "drop", "timeout"):
+        if self.kind not in ("status", "delay", "drop", "timeout", "trickle", "huge"):
             raise ValueError(f"unknown fault kind {self.kind!r}")
         if self.probability is not None and not 0.0 <= self.probability <= 1.0:
             raise ValueError(f"probability must be within [0, 1], got {self.probability}")
@@ -136,6 +138,17 @@ class FaultRule:
         """Answer ``status_code`` with Connect's error body ``{"error_code", "message"}``."""
         text = message if message is not None else _REASONS.get(status_code, "injected fault")
         return cls("status", status_code=status_code, body={"error_code": status_code, "message": text}, **kwargs)
+
+    @classmethod
+    def trickle(cls, seconds: float, **kwargs: Any) -> FaultRule:
+        """A slow-loris answer: headers, then one byte every ``seconds``, forever."""
+        return cls("trickle", seconds=seconds, **kwargs)
+
+    @classmethod
+    def huge(cls, mib: int, *, declared_length: bool = True, **kwargs: Any) -> FaultRule:
+        """A 200 whose body is ``mib`` MiB (of JSON whitespace), as fast as the client reads;
+        ``declared_length=False`` sends no Content-Length, so only counting the bytes finds it."""
+        return cls("huge", status_code=mib, declared_length=declared_length, **kwargs)
 
     @classmethod
     def stale_config(cls, **kwargs: Any) -> FaultRule:
@@ -467,6 +480,31 @@ class FaultProxy:
         if rule.kind == "timeout":
             record(None)
             await asyncio.sleep(rule.seconds)
+            return False
+        if rule.kind == "trickle":
+            # slow-loris: headers at once, then one body byte every `seconds`: never idle long
+            # enough for a per-read timeout, never done
+            record(200)
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n")
+            await writer.drain()
+            with contextlib.suppress(ConnectionError):
+                for _ in range(1_000_000):
+                    writer.write(b" ")
+                    await writer.drain()
+                    await asyncio.sleep(rule.seconds)
+            return False
+        if rule.kind == "huge":
+            # a body of `status_code` MiB of JSON whitespace, streamed as fast as the client reads
+            size = rule.status_code << 20
+            record(200)
+            length = f"Content-Length: {size}" if rule.declared_length else "Connection: close"
+            head = f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n{length}\r\n\r\n"
+            writer.write(head.encode())
+            chunk = b" " * (1 << 20)
+            with contextlib.suppress(ConnectionError):
+                for _ in range(rule.status_code):
+                    writer.write(chunk)
+                    await writer.drain()
             return False
         # drop: close at once; SO_LINGER is not touched, the client sees EOF before any byte.
         record(None)

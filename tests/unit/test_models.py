@@ -87,3 +87,45 @@ def test_unaddressable_connector_names_rejected(name: str) -> None:
 @pytest.mark.parametrize("name", ["orders eu+west #1?", "ünï & x;=[y]", "a.b"])
 def test_names_needing_encoding_accepted(name: str) -> None:
     assert ConnectorSpec.model_validate({**BASE, "connectorName": name}).connector_name == name
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("0", 0),
+        ("1700000000000", 1_700_000_000_000),
+        ("2026-01-31T12:00:00Z", 1_769_860_800_000),
+        ("2026-01-31T14:00:00+02:00", 1_769_860_800_000),
+        ("2026-01-31t12:00:00.5z", 1_769_860_800_500),
+        ("9999-12-31T23:59:59.999Z", 253_402_300_799_999),
+    ],
+)
+def test_timestamps_in_range(text: str, expected: int) -> None:
+    from connectops.models.offset_reset import timestamp_ms
+
+    assert timestamp_ms(text) == expected
+    # and independently of the parser: the same instant through datetime's own arithmetic
+    import datetime as dt
+
+    if not text.isdigit():
+        epoch = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+        parsed = dt.datetime.fromisoformat(text.upper().replace("Z", "+00:00"))
+        assert (parsed - epoch) // dt.timedelta(milliseconds=1) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("99999999999999999999", "pattern"),
+        ("2026-01-31T12:00:00", "pattern"),
+        ("253402300800000", "out of range"),
+        ("2026-02-30T12:00:00Z", "RFC 3339"),
+    ],
+)
+def test_timestamps_refused(text: str, why: str) -> None:
+    from pydantic import ValidationError
+
+    from connectops.models.offset_reset import OffsetResetSpec
+
+    with pytest.raises(ValidationError, match=why):
+        OffsetResetSpec.model_validate({"connectorRef": {"name": "c"}, "action": "toTimestamp", "timestamp": text})

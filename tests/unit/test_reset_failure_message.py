@@ -33,5 +33,5 @@ def test_timestamp_must_parse() -> None:
     base = {"connectorName": "c", "clusterRef": {"name": "m"}, "action": "toTimestamp"}
     assert OffsetResetSpec.model_validate({**base, "timestamp": "2026-01-31T12:00:00Z"}).timestamp
     assert OffsetResetSpec.model_validate({**base, "timestamp": "1700000000000"}).timestamp
-    with pytest.raises(ValidationError, match="RFC 3339"):
+    with pytest.raises(ValidationError, match="should match pattern"):
         OffsetResetSpec.model_validate({**base, "timestamp": "Q)"})

@@ -12,25 +12,26 @@ import asyncio
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 import httpx
+from pydantic import TypeAdapter
 
+from connectops.adapters import connect_answers as answers
+from connectops.failures import ConnectopsError
 from connectops.redact import NO_SECRETS, Redactor
 
 JSONDict = dict[str, Any]
+_T = TypeVar("_T")
 
 
-class ConnectError(Exception):
+class ConnectError(ConnectopsError):
     """Base of every Connect REST failure; ``str()`` is redacted and safe to show anywhere."""
 
-    retryable = False
-
     def __init__(self, message: str, *, status: int | None = None, operation: str = "") -> None:
-        super().__init__(message)
+        super().__init__(message, operation=operation)
         self.status = status
-        self.operation = operation
 
 
 class ConnectUnavailable(ConnectError):
@@ -48,15 +49,30 @@ class ConnectRebalancing(ConnectError):
 
 
 class ConnectNotFound(ConnectError):
-    """404: the connector (or plugin) does not exist."""
+    """404: the connector (or plugin) does not exist, or not yet: a worker answers 404 for the
+    status of a connector it created a moment ago, so it is worth asking again."""
+
+    retryable = True
 
 
 class ConnectConflict(ConnectError):
-    """409 that is not a rebalance, e.g. creating a connector that already exists."""
+    """409 that is not a rebalance, e.g. creating a connector that already exists: another actor's
+    change in flight, which settles without anyone's help."""
+
+    retryable = True
 
 
 class ConnectRejected(ConnectError):
     """4xx: Connect refused the request as given (bad config, wrong state for the operation)."""
+
+
+class ConnectResponseTooLarge(ConnectError):
+    """The answer exceeded the size cap: not something Kafka Connect sends; retrying will not help."""
+
+
+class NotKafkaConnect(ConnectError):
+    """The URL answered, but not as Kafka Connect documents that endpoint (another service, a
+    proxy's page, a worker of a version too old to use). Never read as a success."""
 
 
 class ConnectAuthFailed(ConnectError):
@@ -123,6 +139,7 @@ class ConnectClient:
         rebalance_delay: float = 0.5,
         read_retries: int = 2,
         read_retry_delay: float = 0.2,
+        max_response_bytes: int = 32 << 20,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self._client = httpx.AsyncClient(
@@ -139,6 +156,11 @@ class ConnectClient:
         self._rebalance_delay = rebalance_delay
         self._read_retries = read_retries
         self._read_retry_delay = read_retry_delay
+        # httpx's timeout bounds each read, not the whole answer: a worker (or anything at the
+        # URL) sending one byte every few seconds would hold a call forever, and an endless body
+        # would fill memory. Every call gets a total deadline and a size cap.
+        self._deadline = timeout
+        self._max_bytes = max_response_bytes
         self.request_count = 0
 
     async def aclose(self) -> None:
@@ -168,7 +190,12 @@ class ConnectClient:
             try:
                 async with self._sem:
                     self.request_count += 1
-                    response = await self._client.request(method, path, json=body, params=params)
+                    response = await self._bounded(method, path, body, params, operation)
+            except TimeoutError:
+                raise ConnectUnavailable(
+                    f"{operation}: Connect did not finish answering within {self._deadline:g}s",
+                    operation=operation,
+                ) from None
             except httpx.TimeoutException as exc:
                 # Not retried here: a worker that hangs would hold the caller for several timeouts.
                 raise ConnectUnavailable(
@@ -195,6 +222,41 @@ class ConnectClient:
                 await asyncio.sleep(self._read_retry_delay * read_attempt)
                 continue
             raise error
+
+    async def _bounded(
+        self, method: str, path: str, body: Any, params: dict[str, str] | None, operation: str
+    ) -> httpx.Response:
+        """One request with a total deadline (connect, headers and the whole body) and a cap on
+        the body's size; the answer is read into memory only up to the cap."""
+        async with (
+            asyncio.timeout(self._deadline),
+            self._client.stream(method, path, json=body, params=params) as streamed,
+        ):
+            declared = streamed.headers.get("content-length", "")
+            if declared.isdigit() and int(declared) > self._max_bytes:
+                raise ConnectResponseTooLarge(self._too_large(operation), operation=operation)
+            chunks: list[bytes] = []
+            size = 0
+            async for chunk in streamed.aiter_bytes():
+                size += len(chunk)
+                if size > self._max_bytes:
+                    raise ConnectResponseTooLarge(self._too_large(operation), operation=operation)
+                chunks.append(chunk)
+            # the body is already decoded: keep no header that would make httpx decode it again
+            headers = [
+                (k, v)
+                for k, v in streamed.headers.multi_items()
+                if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")
+            ]
+            return httpx.Response(
+                streamed.status_code, headers=headers, content=b"".join(chunks), request=streamed.request
+            )
+
+    def _too_large(self, operation: str) -> str:
+        return (
+            f"{operation}: the answer is larger than {self._max_bytes >> 20} MiB "
+            "(CONNECTOPS_CONNECT_MAX_RESPONSE_BYTES); not read"
+        )
 
     def _error_for(self, response: httpx.Response, operation: str) -> ConnectError:
         status = response.status_code
@@ -225,86 +287,92 @@ class ConnectClient:
             return None
         try:
             return response.json()
-        except json.JSONDecodeError:
-            raise ConnectUnavailable(
-                f"{operation}: Connect answered HTTP {response.status_code} with a non-JSON body",
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise NotKafkaConnect(
+                f"{operation}: HTTP {response.status_code} with a body that is not JSON: not Kafka Connect's "
+                "answer (does the ConnectCluster's restUrl point at a Connect worker?)",
                 status=response.status_code,
+                operation=operation,
+            ) from None
+
+    async def _answer(self, shape: TypeAdapter[_T], method: str, path: str, *, operation: str, **kw: Any) -> _T:
+        """The answer parsed as Connect documents it, or :class:`NotKafkaConnect`."""
+        data = await self._json(method, path, operation=operation, **kw)
+        try:
+            return answers.parse(shape, data)
+        except answers.WrongShape as exc:
+            raise NotKafkaConnect(
+                f"{operation}: the answer is not Kafka Connect's ({exc}); does the ConnectCluster's "
+                "restUrl point at a Connect worker?",
                 operation=operation,
             ) from None
 
     # -- worker ---------------------------------------------------------------------------------
 
     async def server_info(self) -> ServerInfo:
-        data = await self._json("GET", "/", operation="get worker info")
-        return ServerInfo(
-            version=str(data.get("version", "")),
-            commit=data.get("commit"),
-            kafka_cluster_id=data.get("kafka_cluster_id"),
-        )
+        root = await self._answer(answers.ROOT, "GET", "/", operation="get worker info")
+        return ServerInfo(version=root.version, commit=root.commit, kafka_cluster_id=root.kafka_cluster_id)
 
     async def connector_plugins(self) -> list[str]:
-        data = await self._json("GET", "/connector-plugins", operation="list plugins")
-        return [str(p["class"]) for p in data]
+        plugins = await self._answer(answers.PLUGINS, "GET", "/connector-plugins", operation="list plugins")
+        return [p.class_ for p in plugins]
 
     async def validate(self, connector_class: str, config: dict[str, str]) -> ValidationResult:
         """Connect's own validation, which also applies the worker's client-override policy."""
-        data = await self._json(
+        answer = await self._answer(
+            answers.VALIDATE,
             "PUT",
             f"/connector-plugins/{_segment(connector_class)}/config/validate",
             body=config,
             operation="validate config",
         )
-        errors: dict[str, list[str]] = {}
-        for item in data.get("configs", []):
-            value = item.get("value", {})
-            errs = [self._redact(str(e)) for e in value.get("errors") or []]
-            if errs:
-                errors[str(value.get("name"))] = errs
-        return ValidationResult(error_count=int(data.get("error_count", 0)), errors=errors)
+        errors = {
+            item.value.name: [self._redact(e) for e in item.value.errors]
+            for item in answer.configs
+            if item.value.errors
+        }
+        return ValidationResult(error_count=answer.error_count, errors=errors)
 
     # -- connectors -----------------------------------------------------------------------------
 
     async def list_connectors(self) -> list[str]:
-        data = await self._json("GET", "/connectors", operation="list connectors")
-        return [str(n) for n in data]
+        return await self._answer(answers.NAMES, "GET", "/connectors", operation="list connectors")
 
     async def get_connector(self, name: str) -> JSONDict | None:
         """``{name, config, tasks, type}``, or None when the connector does not exist."""
         try:
-            data = await self._json("GET", f"/connectors/{_segment(name)}", operation="get connector")
+            info = await self._answer(
+                answers.CONNECTOR, "GET", f"/connectors/{_segment(name)}", operation="get connector"
+            )
         except ConnectNotFound:
             return None
-        return dict(data)
+        return info.model_dump()
 
     async def get_config(self, name: str) -> dict[str, str] | None:
         """The live config, or None when the connector does not exist."""
         try:
-            data = await self._json("GET", f"/connectors/{_segment(name)}/config", operation="get config")
+            return await self._answer(
+                answers.CONFIG, "GET", f"/connectors/{_segment(name)}/config", operation="get config"
+            )
         except ConnectNotFound:
             return None
-        return {str(k): str(v) for k, v in data.items()}
 
     async def get_status(self, name: str) -> ConnectorState | None:
         try:
-            data = await self._json("GET", f"/connectors/{_segment(name)}/status", operation="get status")
+            status = await self._answer(
+                answers.STATUS, "GET", f"/connectors/{_segment(name)}/status", operation="get status"
+            )
         except ConnectNotFound:
             return None
-        conn = data.get("connector", {})
         tasks = tuple(
-            TaskState(
-                id=int(t["id"]),
-                state=str(t.get("state", "UNKNOWN")),
-                worker_id=t.get("worker_id"),
-                trace=_first_line(t.get("trace")),
-            )
-            for t in data.get("tasks", [])
+            TaskState(id=t.id, state=t.state, worker_id=t.worker_id, trace=_first_line(t.trace)) for t in status.tasks
         )
         return ConnectorState(
-            name=str(data.get("name", name)),
-            type=data.get("type"),
-            state=str(conn.get("state", "UNKNOWN")),
-            worker_id=conn.get("worker_id"),
-            trace=_first_line(conn.get("trace")),
+            name=status.name,
+            type=status.type,
+            state=status.connector.state,
+            worker_id=status.connector.worker_id,
+            trace=_first_line(status.connector.trace),
             tasks=tuple(sorted(tasks, key=lambda t: t.id)),
         )
 
@@ -355,24 +423,36 @@ class ConnectClient:
     # -- offsets (KIP-875) ----------------------------------------------------------------------
 
     async def get_offsets(self, name: str) -> list[JSONDict]:
-        data = await self._json("GET", f"/connectors/{_segment(name)}/offsets", operation="get offsets")
-        return list(data.get("offsets", []))
+        answer = await self._answer(
+            answers.OFFSETS, "GET", f"/connectors/{_segment(name)}/offsets", operation="get offsets"
+        )
+        return [o.model_dump() for o in answer.offsets]
 
     async def patch_offsets(self, name: str, offsets: list[JSONDict]) -> str:
-        data = await self._json(
+        answer = await self._answer(
+            answers.MESSAGE,
             "PATCH",
             f"/connectors/{_segment(name)}/offsets",
             body={"offsets": offsets},
             operation="alter offsets",
         )
-        return str((data or {}).get("message", ""))
+        return answer.message
 
     async def delete_offsets(self, name: str) -> str:
-        data = await self._json("DELETE", f"/connectors/{_segment(name)}/offsets", operation="reset offsets")
-        return str((data or {}).get("message", ""))
+        answer = await self._answer(
+            answers.MESSAGE, "DELETE", f"/connectors/{_segment(name)}/offsets", operation="reset offsets"
+        )
+        return answer.message
 
 
 def _error_message(response: httpx.Response) -> str:
+    """Connect's own error sentence, or a description of the answer; never the other side's body.
+
+    Connect answers errors as ``{"error_code": N, "message": "..."}`` and its web server (Jetty)
+    refuses some paths with an HTML page titled ``Error 400 ...``. Anything else came from
+    something that is not Connect (a proxy, another service at the ``restUrl``) and may hold
+    anything, a password included: it goes into conditions and Events, so it is not shown.
+    """
     try:
         data = response.json()
     except (json.JSONDecodeError, UnicodeDecodeError):
@@ -380,13 +460,21 @@ def _error_message(response: httpx.Response) -> str:
         if not text:
             # Jetty refuses some paths (control characters, encoded slashes) before Connect sees them
             return "no error message; the worker's web server refused the request (an unusable character in a name?)"
-        title = re.search(r"<title>(.*?)</title>", text, re.IGNORECASE | re.DOTALL)
+        title = _JETTY_TITLE.search(text[:4096])
         if title:
-            return f"the worker's web server answered: {' '.join(title.group(1).split())[:200]}"
-        return text[:500]
-    if isinstance(data, dict) and "message" in data:
-        return str(data["message"])
-    return response.text[:500]
+            return f"the worker's web server answered: {title.group(1)}"
+        return _NOT_SHOWN
+    if isinstance(data, dict) and isinstance(data.get("error_code"), int) and isinstance(data.get("message"), str):
+        return _printable(data["message"])[:1000]
+    return _NOT_SHOWN
+
+
+_JETTY_TITLE = re.compile(r"<title>\s*(Error [1-5][0-9]{2}(?: [A-Za-z ]{1,80})?)\s*</title>", re.IGNORECASE)
+_NOT_SHOWN = "the answer is not Kafka Connect's error format (its body is not shown)"
+
+
+def _printable(text: str) -> str:
+    return "".join(c if c.isprintable() or c in "\n\t" else " " for c in text)
 
 
 def _first_line(trace: Any) -> str | None:

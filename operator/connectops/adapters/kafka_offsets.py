@@ -48,6 +48,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
 # isort: on
 
+from connectops.failures import ConnectopsError
 from connectops.redact import Redactor
 
 log = logging.getLogger(__name__)
@@ -65,18 +66,15 @@ _T = TypeVar("_T")
 # --------------------------------------------------------------------------------------------------
 
 
-class KafkaOffsetsError(Exception):
+class KafkaOffsetsError(ConnectopsError):
     """Base of every failure of this adapter; ``str()`` never contains client config values.
 
     ``retryable`` says whether trying the same operation again later can succeed without anyone
     changing anything (a broker outage, a group that is still shutting down).
     """
 
-    retryable: bool = False
-
     def __init__(self, message: str, *, operation: str = "", code: str | None = None) -> None:
-        super().__init__(message)
-        self.operation = operation
+        super().__init__(message, operation=operation)
         #: librdkafka's error name (``KafkaError.name()``), when the failure came from Kafka
         self.code = code
 

@@ -18,6 +18,7 @@ from typing import Any
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from connectops.failures import ConnectopsError
 from connectops.models import GROUP, VERSION
 
 LOCK_PREFIX = "connectops-lock-"
@@ -26,7 +27,7 @@ ANNOTATION_CONNECTOR = f"{GROUP}/connector"
 ANNOTATION_CLUSTER = f"{GROUP}/cluster"
 
 
-class KubeError(Exception):
+class KubeError(ConnectopsError):
     """Base of Kubernetes API failures raised by this adapter."""
 
     retryable = True

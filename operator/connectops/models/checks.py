@@ -29,18 +29,33 @@ class CheckSpec(CamelModel):
 
 
 class SparkResources(CamelModel):
-    cores: int = Field(default=1, ge=1, description="CPU cores.")
-    memory: str = Field(default="1g", description="JVM memory, e.g. 1g.")
-    instances: int | None = Field(default=None, ge=1, description="Executors (executor only).")
+    cores: int = Field(default=1, ge=1, le=64, description="CPU cores.")
+    memory: str = Field(
+        default="1g", max_length=12, pattern=r"^[0-9]{1,7}[kKmMgGtT]?$", description="JVM memory, e.g. 1g."
+    )
+    instances: int | None = Field(default=None, ge=1, le=100, description="Executors (executor only).")
 
 
 class SparkCheckDefaults(CamelModel):
     """Where and how the check's SparkApplication runs (kubeflow spark-operator, v1beta2)."""
 
-    image: str | None = Field(default=None, description="Image with the connectops-check job.")
-    service_account: str | None = Field(default=None, description="Driver service account.")
-    spark_version: str | None = Field(default=None, description="Spark version of the image.")
-    main_application_file: str | None = Field(default=None, description="The job's entry file in the image.")
+    image: str | None = Field(
+        default=None,
+        max_length=512,
+        description="Image with the connectops-check job: the operator's, or one its settings allow.",
+    )
+    service_account: str | None = Field(
+        default=None,
+        max_length=253,
+        pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+        description="Driver service account: the operator's, or one its settings allow.",
+    )
+    spark_version: str | None = Field(default=None, max_length=32, description="Spark version of the image.")
+    main_application_file: str | None = Field(
+        default=None,
+        max_length=1024,
+        description="The job's entry file in the image: the operator's, or one its settings allow.",
+    )
     ttl_seconds: int | None = Field(default=None, ge=0, description="timeToLiveSeconds of finished checks.")
     driver: SparkResources | None = Field(default=None, description="Driver resources.")
     executor: SparkResources | None = Field(default=None, description="Executor resources.")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from connectops.models.base import CamelModel, Condition, SecretKeyRef, StatusModel
 from connectops.models.checks import SparkCheckDefaults
@@ -39,8 +39,18 @@ class KafkaAccess(CamelModel):
     )
     config_from: dict[str, SecretKeyRef] = Field(
         default_factory=dict,
-        description="Sensitive Kafka client settings read from Secrets, e.g. sasl.password.",
+        description=(
+            "Sensitive Kafka client settings read from Secrets of this namespace, e.g. sasl.password; "
+            "used for tombstone resets, offset reads and the offset-syncs cleanup."
+        ),
     )
+
+    @model_validator(mode="after")
+    def _one_source_per_setting(self) -> KafkaAccess:
+        both = sorted(set(self.config) & set(self.config_from))
+        if both:
+            raise ValueError(f"Kafka settings {both} are set in both config and configFrom")
+        return self
 
 
 class ConnectTopics(CamelModel):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, Final
 
 from pydantic import Field, model_validator
 
@@ -19,6 +19,39 @@ class ResetAction(StrEnum):
     TO_LATEST = "toLatest"
     TO_TIMESTAMP = "toTimestamp"
     RESTORE = "restore"
+
+
+#: Epoch milliseconds or an RFC 3339 date-time with its offset. The API server here has no CEL,
+#: so the schema bounds the text (pattern, maxLength) and the model bounds the value.
+TIMESTAMP_PATTERN: Final = (
+    r"^([0-9]{1,15}|[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}"
+    r"(\.[0-9]{1,9})?([Zz]|[+-][0-9]{2}:[0-9]{2}))$"
+)
+#: 9999-12-31T23:59:59.999Z: the last instant RFC 3339 can write, and far inside Kafka's int64.
+MAX_TIMESTAMP_MS: Final = 253_402_300_799_999
+
+
+def timestamp_ms(text: str) -> int:
+    """Epoch milliseconds of a spec timestamp, or ValueError with the sentence a user needs."""
+    if text.isdigit():
+        value = int(text)
+    else:
+        try:
+            parsed = datetime.fromisoformat(text.replace("z", "Z").replace("Z", "+00:00"))
+        except ValueError:
+            raise ValueError(
+                "timestamp must be epoch milliseconds or an RFC 3339 time such as 2026-01-31T12:00:00Z"
+            ) from None
+        if parsed.tzinfo is None:
+            # fromisoformat would read it as the operator's local time: a silent shift by hours
+            raise ValueError("timestamp needs a UTC offset (Z or +hh:mm), for example 2026-01-31T12:00:00Z")
+        value = int(parsed.timestamp() * 1000)
+    if not 0 <= value <= MAX_TIMESTAMP_MS:
+        raise ValueError(
+            f"timestamp {text} is out of range: epoch milliseconds from 0 to {MAX_TIMESTAMP_MS} "
+            "(1970-01-01 to 9999-12-31)"
+        )
+    return value
 
 
 SINK_ONLY_ACTIONS = frozenset({ResetAction.TO_EARLIEST, ResetAction.TO_LATEST, ResetAction.TO_TIMESTAMP})
@@ -141,7 +174,12 @@ class OffsetResetSpec(CamelModel):
     offsets: list[OffsetEntry] = Field(
         default_factory=list, description="For alter: the partitions and their new offsets."
     )
-    timestamp: str | None = Field(default=None, description="For toTimestamp: RFC 3339 time or epoch milliseconds.")
+    timestamp: str | None = Field(
+        default=None,
+        max_length=40,
+        pattern=TIMESTAMP_PATTERN,
+        description="For toTimestamp: RFC 3339 time with its offset (2026-01-31T12:00:00Z) or epoch milliseconds.",
+    )
     topics: list[str] = Field(
         default_factory=list,
         description="For sink toEarliest/toLatest/toTimestamp: limit to these topics.",
@@ -183,13 +221,8 @@ class OffsetResetSpec(CamelModel):
             raise ValueError("offsets are only used by action alter")
         if self.action == ResetAction.TO_TIMESTAMP and not self.timestamp:
             raise ValueError("action toTimestamp needs timestamp")
-        if self.timestamp and not self.timestamp.isdigit():
-            try:
-                datetime.fromisoformat(self.timestamp.replace("Z", "+00:00"))
-            except ValueError:
-                raise ValueError(
-                    "timestamp must be epoch milliseconds or an RFC 3339 time such as 2026-01-31T12:00:00Z"
-                ) from None
+        if self.timestamp:
+            timestamp_ms(self.timestamp)
         if self.action == ResetAction.RESTORE and not self.restore_from:
             raise ValueError("action restore needs restoreFrom")
         if self.mirror_maker2 is not None and self.action in SINK_ONLY_ACTIONS:

@@ -8,6 +8,7 @@ import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from typing import Any
 
 from connectops.models.checks import CheckSpec, SparkCheckDefaults, SparkResources
@@ -36,6 +37,53 @@ BUILTIN_DEFAULTS = SparkCheckDefaults(
     driver=SparkResources(cores=1, memory="1g"),
     executor=SparkResources(cores=1, memory="1g", instances=1),
 )
+
+
+@dataclass(frozen=True)
+class CheckPolicy:
+    """What a ConnectCluster's ``spec.sparkCheck`` may choose, set by the platform team (chart
+    values ``sparkCheck.allowed.*``): glob patterns, matched case-sensitively.
+
+    The operator creates the check's pods with its own rights, so a free choice of image, entry
+    file (``mainApplicationFile`` may be a URL: any code) or service account would let whoever may
+    write a ConnectCluster run any code under any identity of the namespace. The operator's own
+    defaults are always allowed; nothing else is unless listed.
+    """
+
+    images: tuple[str, ...] = ()
+    service_accounts: tuple[str, ...] = ()
+    application_files: tuple[str, ...] = ()
+
+
+def not_allowed(requested: SparkCheckDefaults | None, defaults: SparkCheckDefaults, policy: CheckPolicy) -> list[str]:
+    """One sentence per field of ``requested`` that the policy does not allow (empty: all fine)."""
+    if requested is None:
+        return []
+    problems = []
+    for field_name, value, default, allowed, setting in (
+        ("image", requested.image, defaults.image, policy.images, "images"),
+        (
+            "serviceAccount",
+            requested.service_account,
+            defaults.service_account,
+            policy.service_accounts,
+            "serviceAccounts",
+        ),
+        (
+            "mainApplicationFile",
+            requested.main_application_file,
+            defaults.main_application_file,
+            policy.application_files,
+            "applicationFiles",
+        ),
+    ):
+        if value is None or value == default or any(fnmatchcase(value, pattern) for pattern in allowed):
+            continue
+        problems.append(
+            f"spec.sparkCheck.{field_name} {value!r} is not allowed by the operator's settings "
+            f"(Helm value sparkCheck.allowed.{setting}: {', '.join(allowed) or 'nothing beyond the default'})"
+        )
+    return problems
 
 
 def application_name(owner: str, suffix: str) -> str:

@@ -26,10 +26,12 @@ from connectops.planning.checks import (
     TERMINAL_STATES,
     VERDICT_KEY,
     CheckConditions,
+    CheckPolicy,
     CheckTarget,
     application_name,
     conditions_for,
     merge_defaults,
+    not_allowed,
     spark_application,
     summarize_reasons,
     verdict_config_map,
@@ -48,6 +50,7 @@ class CheckRunner:
         self._kube = kube
         self._settings = settings
         self._defaults = defaults
+        self.policy = check_policy(settings)
 
     def enabled(self, check: CheckSpec) -> bool:
         return check.enabled if check.enabled is not None else self._settings.checks_enabled
@@ -82,6 +85,10 @@ class CheckRunner:
             connect_url=cluster.rest_url,
             bootstrap=cluster.kafka.bootstrap_servers,
         )
+        refused = not_allowed(cluster.spark_check, self._defaults, self.policy)
+        if refused:
+            # the ConnectCluster says so too (condition ChecksAllowed): nothing is created
+            return {**last, "state": "NOT_SUBMITTED", "reasons": refused}
         manifest = spark_application(target, check, merge_defaults(self._defaults, cluster.spark_check), name, trigger)
         try:
             await self._kube.create_object(SPARK_GROUP, SPARK_VERSION, namespace, SPARK_PLURAL, manifest)
@@ -156,6 +163,14 @@ def check_defaults(settings: Settings) -> SparkCheckDefaults:
         spark_version=settings.check_spark_version,
     )
     return merge_defaults(BUILTIN_DEFAULTS, env)
+
+
+def check_policy(settings: Settings) -> CheckPolicy:
+    return CheckPolicy(
+        images=settings.check_allowed_images,
+        service_accounts=settings.check_allowed_service_accounts,
+        application_files=settings.check_allowed_application_files,
+    )
 
 
 def apply_check_conditions(conditions: Conditions, result: CheckConditions) -> None:

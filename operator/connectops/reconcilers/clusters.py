@@ -16,18 +16,24 @@ import asyncio
 import hashlib
 import tempfile
 import time
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
 from connectops.adapters.connect_rest import ConnectClient
 from connectops.adapters.kube import KubeClient
 from connectops.errors import SpecInvalid
+from connectops.failures import ConnectopsError
 from connectops.models.connect_cluster import Capabilities, ConnectClusterSpec
 from connectops.planning.connector import capabilities_for
+from connectops.planning.ownership import Claim
 from connectops.redact import Redactor
 from connectops.settings import Settings
 from connectops.validation import describe_validation_error
+
+#: how long a replaced Connect client stays open for the calls already made through it
+RETIRED_CLIENT_GRACE_SECONDS = 600.0
 
 
 @dataclass
@@ -38,9 +44,12 @@ class ClusterHandle:
     client: ConnectClient
     redactor: Redactor
     fingerprint: str
+    #: the Kafka client settings: spec.kafka.config with spec.kafka.configFrom's Secret values
+    kafka_config: dict[str, str] = field(default_factory=dict)
     _caps: Capabilities | None = None
     _version: str | None = None
     _caps_at: float = 0.0
+    _kafka_cluster_id: str | None = None
 
     async def capabilities(self, ttl: float) -> tuple[str, Capabilities]:
         """Worker version and capabilities, re-read at most every ``ttl`` seconds."""
@@ -48,8 +57,15 @@ class ClusterHandle:
             info = await self.client.server_info()
             self._version = info.version
             self._caps = capabilities_for(info.version)
+            self._kafka_cluster_id = info.kafka_cluster_id
             self._caps_at = time.monotonic()
         return self._version, self._caps
+
+    async def kafka_cluster_id(self, ttl: float) -> str:
+        """The Kafka cluster behind the worker group, as the worker reports it: what makes two
+        ConnectCluster objects (an alias, another namespace's) the same place for connectors."""
+        await self.capabilities(ttl)
+        return self._kafka_cluster_id or ""
 
 
 class ClusterRegistry:
@@ -59,6 +75,8 @@ class ClusterRegistry:
         self._handles: dict[tuple[str, str], ClusterHandle] = {}
         self._resolved_at: dict[tuple[str, str], float] = {}
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+        self._retired: set[ConnectClient] = set()
+        self._closing: set[asyncio.Task[None]] = set()
 
     async def resolve(self, namespace: str, name: str, *, max_age: float | None = None) -> ClusterHandle:
         """The cluster's handle, re-read from the API if older than ``max_age`` seconds (default:
@@ -88,6 +106,13 @@ class ClusterRegistry:
             user, password = values[ba.username_key], values[ba.password_key]
             auth = (user, password)
             secrets.append(password)
+        kafka_config: dict[str, str] = {}
+        if spec.kafka is not None:
+            kafka_config = dict(spec.kafka.config)
+            for setting, ref in sorted(spec.kafka.config_from.items()):
+                # a credential (sasl.password, ssl.key.password): redacted wherever it could surface
+                kafka_config[setting] = await self._kube.secret_value(namespace, ref.name, ref.key)
+                secrets.append(kafka_config[setting])
         verify: bool | str = True
         ca_pem = ""
         if spec.tls:
@@ -116,13 +141,45 @@ class ClusterRegistry:
             verify=verify,
             timeout=spec.request_timeout_seconds,
             max_concurrency=self._settings.connect_concurrency,
+            max_response_bytes=self._settings.connect_max_response_bytes,
             redactor=redactor,
         )
         if handle is not None:
-            await handle.client.aclose()
-        handle = ClusterHandle(namespace, name, spec, client, redactor, fingerprint)
+            self._retire(handle.client)
+        handle = ClusterHandle(namespace, name, spec, client, redactor, fingerprint, kafka_config)
         self._handles[key] = handle
         return handle
+
+    async def same_kafka_cluster(self, handle: ClusterHandle, claims: Iterable[Claim], ttl: float) -> list[Claim]:
+        """The claims whose ConnectCluster reaches the same Kafka cluster as ``handle`` (the
+        worker's ``kafka_cluster_id``: a user cannot forge it, unlike names or URLs, which aliases
+        and DNS make unequal for one worker). Conservative: two worker groups on one Kafka
+        cluster count as one place per connector name. A claim whose ConnectCluster cannot be
+        resolved or reached cannot act either and is left out."""
+        mine = await handle.kafka_cluster_id(ttl)
+        same = []
+        for claim in claims:
+            try:
+                other = await self.resolve(claim.namespace, claim.cluster)
+                if await other.kafka_cluster_id(ttl) == mine:
+                    same.append(claim)
+            except ConnectopsError:
+                continue
+        return same
+
+    def _retire(self, old: ConnectClient) -> None:
+        """Close a replaced client later, not now: a reconcile or a reset step that resolved the
+        handle a moment ago may still be in a call on it (a rotated Secret must not fail it)."""
+        self._retired.add(old)
+
+        def close() -> None:
+            if old in self._retired:
+                self._retired.discard(old)
+                task = asyncio.ensure_future(old.aclose())
+                self._closing.add(task)
+                task.add_done_callback(self._closing.discard)
+
+        asyncio.get_running_loop().call_later(RETIRED_CLIENT_GRACE_SECONDS, close)
 
     def forget(self, namespace: str, name: str) -> ClusterHandle | None:
         self._resolved_at.pop((namespace, name), None)
@@ -132,3 +189,6 @@ class ClusterRegistry:
         for handle in self._handles.values():
             await handle.client.aclose()
         self._handles.clear()
+        for old in list(self._retired):
+            await old.aclose()
+        self._retired.clear()

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from connectops.adapters.connect_rest import ConnectError
+from connectops.adapters.connect_rest import ConnectError, ConnectResponseTooLarge, NotKafkaConnect
 from connectops.adapters.kube import KubeError
 from connectops.errors import SpecInvalid
-from connectops.reconcilers.clusters import ClusterRegistry
+from connectops.models.checks import SparkCheckDefaults
+from connectops.planning.checks import not_allowed
+from connectops.reconcilers.checks import check_defaults, check_policy
+from connectops.reconcilers.clusters import ClusterHandle, ClusterRegistry
 from connectops.reconcilers.common import Conditions, EmitEvent, Outcome
 from connectops.settings import Settings
 
@@ -16,6 +19,7 @@ class ConnectClusterReconciler:
     def __init__(self, clusters: ClusterRegistry, settings: Settings) -> None:
         self._clusters = clusters
         self._settings = settings
+        self._check_defaults = check_defaults(settings)
 
     async def reconcile(
         self,
@@ -28,6 +32,7 @@ class ConnectClusterReconciler:
         conditions = Conditions(status_in.get("conditions"), generation, emit)
         status: dict[str, Any] = {"observedGeneration": generation}
         outcome = Outcome(status=status)
+        handle: ClusterHandle | None = None
         try:
             handle = await self._clusters.resolve(namespace, name, max_age=0)
             # capabilities are re-read on every cluster resync: a worker upgrade shows up here
@@ -35,6 +40,11 @@ class ConnectClusterReconciler:
             info = await handle.client.server_info()
         except SpecInvalid as exc:
             conditions.set("Ready", False, "InvalidSpec", str(exc), event_on_change=True, warning=True)
+        except (NotKafkaConnect, ConnectResponseTooLarge) as exc:
+            # it answered, so it is reachable, but it is not a worker: nothing it says is used
+            status["reachable"] = True
+            conditions.set("Ready", False, exc.reason, str(exc), event_on_change=True, warning=True)
+            outcome.error = exc
         except ConnectError as exc:
             status["reachable"] = False
             conditions.set("Ready", False, "Unreachable", str(exc), event_on_change=True, warning=True)
@@ -48,5 +58,16 @@ class ConnectClusterReconciler:
             status["kafkaClusterId"] = info.kafka_cluster_id
             status["capabilities"] = caps.model_dump(by_alias=True)
             conditions.set("Ready", True, "Reachable", f"Kafka Connect {version} answered", event_on_change=True)
+        if handle is not None:
+            self._check_settings(conditions, handle.spec.spark_check)
         status["conditions"] = conditions.dump()
         return outcome
+
+    def _check_settings(self, conditions: Conditions, requested: SparkCheckDefaults | None) -> None:
+        """Whether the check pods this object asks for are ones the platform team allows; the
+        check runner refuses the same ones, this says so where the ConnectCluster's author looks."""
+        refused = not_allowed(requested, self._check_defaults, check_policy(self._settings))
+        if refused:
+            conditions.set("ChecksAllowed", False, "NotAllowed", "; ".join(refused), event_on_change=True, warning=True)
+        else:
+            conditions.set("ChecksAllowed", True, "Allowed", "check settings are the operator's or allowed by it")

@@ -9,13 +9,22 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from pydantic import ValidationError
 
-from connectops.adapters.connect_rest import ConnectClient, ConnectConflict, ConnectError, ConnectorState
+from connectops.adapters.connect_rest import (
+    ConnectAuthFailed,
+    ConnectClient,
+    ConnectConflict,
+    ConnectError,
+    ConnectorState,
+    ConnectResponseTooLarge,
+    NotKafkaConnect,
+)
 from connectops.adapters.kube import KubeClient, KubeError, KubeObjectMissing, SecretKeyMissing
 from connectops.errors import NotReadyYet, SpecInvalid
 from connectops.models.base import utcnow_iso
@@ -32,6 +41,7 @@ from connectops.planning.connector import (
     readiness,
     render_config,
 )
+from connectops.planning.ownership import Claim, conflict_message, owner
 from connectops.reconcilers.checks import CheckRunner, apply_check_conditions
 from connectops.reconcilers.clusters import ClusterHandle, ClusterRegistry
 from connectops.reconcilers.common import Conditions, EmitEvent, Outcome
@@ -50,6 +60,7 @@ class ConnectorObject:
     generation: int | None
     spec: dict[str, Any]
     status: dict[str, Any]
+    created: str = ""
 
     @classmethod
     def from_body(cls, body: Any) -> ConnectorObject:
@@ -61,7 +72,24 @@ class ConnectorObject:
             generation=meta.get("generation"),
             spec=dict(body.get("spec") or {}),
             status=dict(body.get("status") or {}),
+            created=str(meta.get("creationTimestamp") or ""),
         )
+
+    def claim(self) -> Claim | None:
+        """What this object claims (None when its spec cannot be read: it claims nothing)."""
+        return claim_of(self.namespace, self.name, self.uid, self.created, self.spec)
+
+
+def claim_of(namespace: str, name: str, uid: str, created: str, spec: Mapping[str, Any]) -> Claim | None:
+    cluster = (spec.get("clusterRef") or {}).get("name") if isinstance(spec.get("clusterRef"), dict) else None
+    if not cluster:
+        return None
+    return Claim(namespace, name, uid, created, str(cluster))
+
+
+def claimed_name(name: str, spec: Mapping[str, Any]) -> str:
+    """The connector a Connector object names (the index key)."""
+    return str(spec.get("connectorName") or name)
 
 
 def _observe(state: ConnectorState | None, live: dict[str, str] | None) -> ObservedConnector:
@@ -89,7 +117,9 @@ class ConnectorReconciler:
         self._settings = settings
         self._checks = checks
 
-    async def reconcile(self, obj: ConnectorObject, emit: EmitEvent, *, periodic: bool) -> Outcome:
+    async def reconcile(
+        self, obj: ConnectorObject, emit: EmitEvent, *, periodic: bool, rivals: Sequence[Claim] = ()
+    ) -> Outcome:
         conditions = Conditions(obj.status.get("conditions"), obj.generation, emit)
         status: dict[str, Any] = {"observedGeneration": obj.generation}
         outcome = Outcome(status=status)
@@ -113,6 +143,13 @@ class ConnectorReconciler:
         try:
             cluster = await self._clusters.resolve(obj.namespace, spec.cluster_ref.name)
             redactor.include(cluster.redactor)
+            rival = await self._owned_elsewhere(obj, connector, cluster, rivals)
+            if rival is not None:
+                message = conflict_message(connector, Claim(obj.namespace, obj.name, obj.uid, obj.created, ""), rival)
+                conditions.set("Ready", False, "NameConflict", message, event_on_change=True, warning=True)
+                conditions.set("Synced", False, "NameConflict", "nothing is written while another object owns it")
+                status["conditions"] = conditions.dump()
+                return outcome
             secret_values = await self._secret_values(obj.namespace, spec)
             redactor.add(secret_values.values())
             await self._apply(
@@ -129,7 +166,7 @@ class ConnectorReconciler:
             conditions.set(
                 "Ready",
                 False,
-                "ConnectUnavailable" if exc.retryable else "ConnectError",
+                _reason(exc),
                 message,
                 event_on_change=True,
                 warning=True,
@@ -140,6 +177,19 @@ class ConnectorReconciler:
             outcome.error = exc
         status["conditions"] = conditions.dump()
         return outcome
+
+    async def _owned_elsewhere(
+        self, obj: ConnectorObject, connector: str, cluster: ClusterHandle, rivals: Sequence[Claim]
+    ) -> Claim | None:
+        """The older Connector object that owns this connector, or None when this one does
+        (rivals count when they reach the same Kafka cluster: :meth:`same_kafka_cluster`)."""
+        others = [r for r in rivals if r.uid != obj.uid]
+        if not others:
+            return None
+        same = await self._clusters.same_kafka_cluster(cluster, others, self._settings.capabilities_ttl_seconds)
+        me = Claim(obj.namespace, obj.name, obj.uid, obj.created, cluster.name)
+        found = owner(me, same)
+        return None if found.uid == obj.uid else found
 
     async def _secret_values(self, namespace: str, spec: ConnectorSpec) -> dict[str, str]:
         values = {}
@@ -362,7 +412,7 @@ class ConnectorReconciler:
         running = sum(1 for t in state.tasks if t.state == "RUNNING")
         status["tasksRunning"] = f"{running}/{len(state.tasks)}"
 
-    async def delete(self, obj: ConnectorObject, emit: EmitEvent) -> None:
+    async def delete(self, obj: ConnectorObject, emit: EmitEvent, *, rivals: Sequence[Claim] = ()) -> None:
         """Remove the connector from Connect. A vanished ConnectCluster cannot be reached any
         more, so the finalizer is released with a warning instead of blocking deletion forever."""
         try:
@@ -379,6 +429,13 @@ class ConnectorReconciler:
                 f"ConnectCluster {spec.cluster_ref.name} is gone; connector {connector} was not "
                 "deleted from Kafka Connect",
             )
+            return
+        try:
+            rival = await self._owned_elsewhere(obj, connector, cluster, rivals)
+        except ConnectError:
+            rival = None  # the worker is unreachable: the delete below fails and is retried
+        if rival is not None:
+            emit("Normal", "NotDeleted", f"connector {connector} belongs to another Connector object; left in place")
             return
         lock = await self._kube.lock_holder(obj.namespace, spec.cluster_ref.name, connector)
         if lock is not None:
@@ -398,3 +455,11 @@ def _holder_text(holder: str) -> str:
     """``connectops.io/offsetreset/<ns>/<name>/<uid>`` -> ``OffsetReset <ns>/<name>``."""
     parts = holder.split("/")
     return f"OffsetReset {parts[2]}/{parts[3]}" if len(parts) == 5 and parts[1] == "offsetreset" else holder
+
+
+def _reason(exc: ConnectError) -> str:
+    """A reason that says what to fix: the URL's target, the answer's size or the credentials are
+    the user's to change; everything else is Connect being unavailable or refusing."""
+    if isinstance(exc, NotKafkaConnect | ConnectResponseTooLarge | ConnectAuthFailed):
+        return exc.reason
+    return "ConnectUnavailable" if exc.retryable else "ConnectError"

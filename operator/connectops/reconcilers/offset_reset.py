@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 import yaml
@@ -41,9 +41,10 @@ from connectops.planning.offset_reset import (
     Step,
     expected_after,
 )
+from connectops.planning.ownership import Claim
 from connectops.reconcilers import reset_consumer_group, reset_mm2, reset_rest, reset_tombstone
 from connectops.reconcilers.checks import CheckRunner, apply_check_conditions
-from connectops.reconcilers.clusters import ClusterRegistry
+from connectops.reconcilers.clusters import ClusterHandle, ClusterRegistry
 from connectops.reconcilers.common import Backoff, Conditions, EmitEvent
 from connectops.reconcilers.reset_backup import BackupStore
 from connectops.reconcilers.reset_changes import OffsetChanges, changed
@@ -89,9 +90,12 @@ class OffsetResetExecutor:
 
     # -- entry point ------------------------------------------------------------------------------
 
-    async def run(self, body: Any, emit: EmitEvent) -> bool:
+    async def run(self, body: Any, emit: EmitEvent, claims: Mapping[str, Iterable[Claim]] | None = None) -> bool:
         """Run or resume the step machine. True when this call took the reset to its end (the
-        caller then hands the connectors back to their Connector reconcile at once)."""
+        caller then hands the connectors back to their Connector reconcile at once).
+
+        ``claims``: every Connector object by the connector it names (the handlers' index), so
+        a reset never starts on a connector another namespace's Connector object manages."""
         meta = body["metadata"]
         namespace, name = meta["namespace"], meta["name"]
         status: dict[str, Any] = json.loads(json.dumps(dict(body.get("status") or {})))
@@ -159,13 +163,45 @@ class OffsetResetExecutor:
             conditions.set("Succeeded", None, reason, f"{exc}; retrying", event_on_change=True, warning=True)
             await self._save(namespace, name, {"phase": "Pending", "conditions": conditions.dump()})
             raise
+        not_started = all(step.get("state") == "Pending" for step in status.get("steps") or [])
+        elsewhere = await self._managed_elsewhere(namespace, spec, connector, cluster, claims) if not_started else []
+        if elsewhere:
+            # nothing is locked or stopped yet: refuse for good (retrying cannot change who owns it)
+            message = (
+                f"connector {', '.join(elsewhere)} is managed by a Connector object in another namespace: "
+                "only that namespace may reset, pause or resume it; nothing was changed"
+            )
+            conditions.set("Succeeded", False, "ManagedElsewhere", message, event_on_change=True, warning=True)
+            await self._save(namespace, name, {"phase": "Failed", "conditions": conditions.dump()})
+            return False
         run = Run(namespace, name, meta["uid"], meta.get("generation"), status, spec, cluster, emit)
         run.status["phase"] = "Running"  # from Pending, if it waited for its target
         run.status.setdefault("connectors", self._connector_names(spec, connector))
         if cluster.spec.kafka is not None:
-            run.kafka = KafkaOffsets(cluster.spec.kafka.bootstrap_servers, cluster.spec.kafka.config)
+            run.kafka = KafkaOffsets(cluster.spec.kafka.bootstrap_servers, cluster.kafka_config)
         await self._execute(run, body)
         return True
+
+    async def _managed_elsewhere(
+        self,
+        namespace: str,
+        spec: OffsetResetSpec,
+        connector: str,
+        cluster: ClusterHandle,
+        claims: Mapping[str, Iterable[Claim]] | None,
+    ) -> list[str]:
+        """The connectors this reset would touch that a Connector object of another namespace
+        manages on the same Kafka cluster (an alias ConnectCluster reaches them too)."""
+        if claims is None:
+            return []
+        found = []
+        for name in self._connector_names(spec, connector):
+            foreign = [c for c in claims.get(name, ()) if c.namespace != namespace]
+            if foreign and await self._clusters.same_kafka_cluster(
+                cluster, foreign, self._settings.capabilities_ttl_seconds
+            ):
+                found.append(name)
+        return found
 
     async def managing_connectors(self, body: Any) -> list[str]:
         """Names of the Connector objects that manage the connectors this reset touched.

@@ -10,7 +10,6 @@ backup here, before anything is stopped.
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime
 from typing import Any
 
 from pydantic import ValidationError
@@ -18,7 +17,7 @@ from pydantic import ValidationError
 from connectops.adapters.connect_rest import ConnectNotFound
 from connectops.adapters.kube import KubeClient
 from connectops.models.connector import ConnectorSpec
-from connectops.models.offset_reset import ResetAction
+from connectops.models.offset_reset import ResetAction, timestamp_ms
 from connectops.planning.offset_reset import (
     ConnectorKind,
     PlanError,
@@ -164,16 +163,10 @@ class Inspector:
             elif run.spec.action == ResetAction.TO_LATEST:
                 spec = "latest"
             else:
-                spec = _timestamp_ms(run.spec.timestamp or "")
+                spec = timestamp_ms(run.spec.timestamp or "")
             offsets = await asyncio.to_thread(kafka.list_offsets, partitions, spec)
             out[target.name] = [
                 {"partition": {"kafka_topic": t, "kafka_partition": p}, "offset": {"kafka_offset": o}}
                 for (t, p), o in sorted(offsets.items())
             ]
         return out
-
-
-def _timestamp_ms(text: str) -> int:
-    if text.isdigit():
-        return int(text)
-    return int(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000)

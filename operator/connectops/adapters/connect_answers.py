@@ -1,0 +1,161 @@
+"""What Kafka Connect documents each REST endpoint to answer, as models.
+
+Every answer is parsed into one of these before anything reads it, so an answer of another shape
+(another service behind a ``restUrl``, a proxy's page, a truncated body) is an error naming the
+endpoint and the field, never a default that reads as success: an object without ``version``
+is not a worker, and a validate answer without ``error_count`` has not validated anything.
+Only what the operator reads is declared; Connect's other fields are ignored, so newer workers
+that add fields still parse. Shapes: Connect's REST API reference and ``shared/reference``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+_M = TypeVar("_M")
+
+
+class _Answer(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class RootAnswer(_Answer):
+    """``GET /``."""
+
+    version: str = Field(min_length=1, max_length=200)
+    commit: str | None = Field(default=None, max_length=200)
+    kafka_cluster_id: str = Field(min_length=1, max_length=200)
+
+
+class PluginAnswer(_Answer):
+    """One item of ``GET /connector-plugins``."""
+
+    class_: str = Field(alias="class", min_length=1)
+    type: str | None = None
+    version: str | None = None
+
+
+class _ConfigValue(_Answer):
+    name: str
+    errors: list[str] = Field(default_factory=list)
+
+
+class _ConfigInfo(_Answer):
+    value: _ConfigValue
+
+
+class ValidateAnswer(_Answer):
+    """``PUT /connector-plugins/{class}/config/validate``."""
+
+    error_count: int = Field(ge=0)
+    configs: list[_ConfigInfo]
+
+
+class ConnectorInfoAnswer(_Answer):
+    """``GET /connectors/{name}``."""
+
+    name: str
+    config: dict[str, str]
+    tasks: list[dict[str, Any]] = Field(default_factory=list)
+    type: str | None = None
+
+
+class _StateAnswer(_Answer):
+    state: str = Field(min_length=1)
+    worker_id: str | None = None
+    trace: str | None = None
+
+
+class _TaskStateAnswer(_StateAnswer):
+    id: int = Field(ge=0)
+
+
+class StatusAnswer(_Answer):
+    """``GET /connectors/{name}/status``."""
+
+    name: str
+    connector: _StateAnswer
+    tasks: list[_TaskStateAnswer] = Field(default_factory=list)
+    type: str | None = None
+
+
+class _OffsetAnswer(_Answer):
+    partition: dict[str, Any]
+    offset: dict[str, Any] | None
+
+
+class OffsetsAnswer(_Answer):
+    """``GET /connectors/{name}/offsets`` (KIP-875)."""
+
+    offsets: list[_OffsetAnswer]
+
+
+class MessageAnswer(_Answer):
+    """``PATCH`` / ``DELETE /connectors/{name}/offsets``: Connect's sentence about what it did."""
+
+    message: str
+
+
+# built once: a TypeAdapter compiles its validator
+ROOT = TypeAdapter(RootAnswer)
+PLUGINS = TypeAdapter(list[PluginAnswer])
+VALIDATE = TypeAdapter(ValidateAnswer)
+NAMES = TypeAdapter(list[str])
+CONNECTOR = TypeAdapter(ConnectorInfoAnswer)
+CONFIG = TypeAdapter(dict[str, str])
+STATUS = TypeAdapter(StatusAnswer)
+OFFSETS = TypeAdapter(OffsetsAnswer)
+MESSAGE = TypeAdapter(MessageAnswer)
+
+
+class WrongShape(ValueError):
+    """The answer is not of the documented shape; ``str()`` names fields, never values."""
+
+
+def parse(adapter: TypeAdapter[_M], data: Any) -> _M:
+    """``data`` as ``adapter``'s type, or :class:`WrongShape` naming the first fields that differ.
+
+    pydantic's own message quotes the input, which here is whatever the other side sent (a
+    secret-looking body, megabytes): only the location and the kind of mismatch are kept.
+    """
+    try:
+        return adapter.validate_python(data)
+    except ValidationError as exc:
+        raise _wrong_shape(exc) from None
+
+
+def _wrong_shape(exc: ValidationError) -> WrongShape:
+    problems = []
+    for error in exc.errors(include_input=False, include_url=False)[:3]:
+        # a location may hold the other side's own keys: only our field names and indexes are shown
+        where = ".".join(_shown(part) for part in error["loc"]) or "the answer"
+        problems.append(f"{where}: {error['type'].replace('_', ' ')}")
+    return WrongShape("; ".join(problems))
+
+
+def _shown(part: str | int) -> str:
+    return str(part) if isinstance(part, int) or part in _FIELD_NAMES else "*"
+
+
+_FIELD_NAMES = frozenset(
+    name
+    for model in (
+        RootAnswer,
+        PluginAnswer,
+        _ConfigValue,
+        _ConfigInfo,
+        ValidateAnswer,
+        ConnectorInfoAnswer,
+        _StateAnswer,
+        _TaskStateAnswer,
+        StatusAnswer,
+        _OffsetAnswer,
+        OffsetsAnswer,
+        MessageAnswer,
+    )
+    for field_name, info in model.model_fields.items()
+    for name in (field_name, info.alias)
+    if name
+)

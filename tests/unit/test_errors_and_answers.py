@@ -1,0 +1,155 @@
+"""One error root whose ``retryable`` decides kopf's delay; Connect's answers parsed by shape."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kopf
+import pytest
+
+from connectops.adapters import connect_answers as answers
+from connectops.adapters.connect_rest import (
+    ConnectAuthFailed,
+    ConnectNotFound,
+    ConnectRebalancing,
+    ConnectRejected,
+    ConnectUnavailable,
+    NotKafkaConnect,
+)
+from connectops.adapters.kafka_offsets import GroupActive, KafkaAccessDenied
+from connectops.adapters.kube import KubeObjectMissing
+from connectops.errors import NotReadyYet, SpecInvalid, as_kopf_error
+from connectops.failures import ConnectopsError
+
+
+@pytest.mark.parametrize(
+    ("error", "delay"),
+    [
+        (ConnectUnavailable("x"), 8.0),  # retryable: doubling (1 s * 2**3)
+        (ConnectNotFound("x"), 8.0),
+        (GroupActive("x"), 8.0),
+        (KubeObjectMissing("x"), 8.0),
+        (NotReadyYet("x"), 8.0),
+        (ConnectRebalancing("x"), 1.0),  # short: a rebalance settles in seconds
+        (ConnectRejected("x"), 300.0),  # permanent: only a change cures it, re-checked slowly
+        (ConnectAuthFailed("x"), 300.0),
+        (NotKafkaConnect("x"), 300.0),
+        (KafkaAccessDenied("x"), 300.0),
+    ],
+)
+def test_retryable_decides_the_delay(error: ConnectopsError, delay: float) -> None:
+    assert isinstance(error, ConnectopsError)
+    mapped = as_kopf_error(error, retry=3, base=1.0, maximum=300.0)
+    assert isinstance(mapped, kopf.TemporaryError)
+    assert mapped.delay == delay
+    assert str(mapped) == "x"
+
+
+def test_invalid_spec_is_permanent_and_unknown_errors_say_nothing() -> None:
+    assert isinstance(as_kopf_error(SpecInvalid("bad"), retry=0, base=1, maximum=5), kopf.PermanentError)
+    mapped = as_kopf_error(RuntimeError("password=hunter2"), retry=0, base=1, maximum=5)
+    assert "hunter2" not in str(mapped)
+
+
+def test_reasons_name_the_class() -> None:
+    assert NotKafkaConnect.reason == "NotKafkaConnect"
+    assert SpecInvalid.reason == "InvalidSpec"
+
+
+ROOT_OK = {"version": "4.1.0", "commit": "abc", "kafka_cluster_id": "k-1"}
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {},
+        {"status": "ok"},
+        {"version": "", "kafka_cluster_id": "k"},
+        {"version": 4, "kafka_cluster_id": "k"},
+        {"version": "4.1.0"},
+        [],
+        None,
+        "4.1.0",
+    ],
+)
+def test_a_root_answer_of_another_shape_is_not_connect(data: Any) -> None:
+    with pytest.raises(answers.WrongShape):
+        answers.parse(answers.ROOT, data)
+
+
+def test_shapes_connect_documents_parse() -> None:
+    assert answers.parse(answers.ROOT, {**ROOT_OK, "extra": 1}).kafka_cluster_id == "k-1"
+    status = answers.parse(
+        answers.STATUS,
+        {
+            "name": "c",
+            "connector": {"state": "RUNNING", "worker_id": "w:8083"},
+            "tasks": [{"id": 0, "state": "FAILED", "worker_id": "w:8083", "trace": "boom"}],
+            "type": "source",
+        },
+    )
+    assert status.tasks[0].trace == "boom"
+    validate = answers.parse(
+        answers.VALIDATE,
+        {
+            "name": "X",
+            "error_count": 1,
+            "groups": [],
+            "configs": [{"definition": {}, "value": {"name": "a", "errors": ["e"]}}],
+        },
+    )
+    assert validate.configs[0].value.errors == ["e"]
+    offsets = answers.parse(answers.OFFSETS, {"offsets": [{"partition": {"f": "x"}, "offset": None}]})
+    assert offsets.offsets[0].offset is None
+
+
+@pytest.mark.parametrize(
+    ("shape", "data"),
+    [
+        (answers.VALIDATE, {"status": "ok"}),  # a validate that validated nothing is not "valid"
+        (answers.VALIDATE, {"error_count": -1, "configs": []}),
+        (answers.STATUS, {"name": "c", "connector": {}}),
+        (answers.STATUS, {"name": "c", "connector": {"state": "RUNNING"}, "tasks": [{"state": "RUNNING"}]}),
+        (answers.OFFSETS, {"items": []}),
+        (answers.CONFIG, {"a": {"nested": 1}}),
+        (answers.NAMES, {"connectors": []}),
+        (answers.MESSAGE, {}),
+    ],
+)
+def test_wrong_shapes_are_refused(shape: Any, data: Any) -> None:
+    with pytest.raises(answers.WrongShape):
+        answers.parse(shape, data)
+
+
+def test_wrong_shape_never_quotes_the_answer() -> None:
+    secret = "hunter2-" + "x" * 100
+    with pytest.raises(answers.WrongShape) as refused:
+        answers.parse(answers.CONFIG, {secret: {"password": secret}})
+    assert "hunter2" not in str(refused.value)
+    assert "password" not in str(refused.value)
+    assert str(refused.value) == "*: string type"
+    with pytest.raises(answers.WrongShape) as refused:
+        answers.parse(answers.STATUS, {"name": "c", "connector": {"state": "R"}, "tasks": [{"state": secret}]})
+    assert str(refused.value) == "tasks.0.id: missing"
+    assert len(str(refused.value)) < 300
+
+
+def test_check_policy_allows_defaults_and_listed_patterns_only() -> None:
+    from connectops.models.checks import SparkCheckDefaults
+    from connectops.planning.checks import BUILTIN_DEFAULTS, CheckPolicy, not_allowed
+
+    none = CheckPolicy()
+    assert not_allowed(None, BUILTIN_DEFAULTS, none) == []
+    assert (
+        not_allowed(SparkCheckDefaults(image=BUILTIN_DEFAULTS.image, spark_version="9"), BUILTIN_DEFAULTS, none) == []
+    )
+    asked = SparkCheckDefaults(image="registry.example/data/check:2", service_account="data-spark")
+    refused = not_allowed(asked, BUILTIN_DEFAULTS, none)
+    assert len(refused) == 2
+    assert "sparkCheck.allowed.images" in refused[0]
+    assert "sparkCheck.allowed.serviceAccounts" in refused[1]
+    policy = CheckPolicy(images=("registry.example/data/*",), service_accounts=("data-*",))
+    assert not_allowed(asked, BUILTIN_DEFAULTS, policy) == []
+    assert not_allowed(SparkCheckDefaults(image="registry.example/Data/x"), BUILTIN_DEFAULTS, policy)  # case matters
+    url = SparkCheckDefaults(main_application_file="https://attacker.example/x.py")
+    assert "mainApplicationFile" in not_allowed(url, BUILTIN_DEFAULTS, policy)[0]

@@ -140,6 +140,10 @@ def model_schema(model: type[BaseModel]) -> JSON:
 
 @dataclass(frozen=True)
 class Kind:
+    """One CRD. Short names carry a ``cops`` prefix: Strimzi's (``kctr``, ``kc``, ``kmm2``...) and
+    Confluent for Kubernetes' kinds (also a ``connectors`` plural) live in the same clusters, and
+    a short name two CRDs share makes ``kubectl get`` pick one of them silently."""
+
     kind: str
     plural: str
     short_names: list[str]
@@ -163,7 +167,7 @@ KINDS: list[Kind] = [
     Kind(
         kind="ConnectCluster",
         plural="connectclusters",
-        short_names=["kcc"],
+        short_names=["copscc"],
         spec=ConnectClusterSpec,
         status=ConnectClusterStatus,
         columns=[
@@ -176,7 +180,7 @@ KINDS: list[Kind] = [
     Kind(
         kind="Connector",
         plural="connectors",
-        short_names=["kctr"],
+        short_names=["copsctr"],
         spec=ConnectorSpec,
         status=ConnectorStatus,
         columns=[
@@ -198,7 +202,7 @@ KINDS: list[Kind] = [
     Kind(
         kind="OffsetReset",
         plural="offsetresets",
-        short_names=["kor"],
+        short_names=["copsor"],
         spec=OffsetResetSpec,
         status=OffsetResetStatus,
         columns=[

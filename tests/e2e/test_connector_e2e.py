@@ -329,3 +329,30 @@ def test_failed_tasks_restarted_with_bounded_backoff(
     k8s.wait_condition("connectors", name, "Ready", "True", timeout=90)
     wait_for(lambda: k8s.get("connectors", name)["status"]["autoRestart"]["count"] == 0, 30, "count reset")
     assert connect_rest.state(name) == "RUNNING"
+
+
+def test_a_missing_plugin_is_reported_once_not_retried(
+    k8s: K8s, cluster: str, tmp_path: Path, connect_rest: ConnectREST, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 16, item 2: a class the worker does not have is a condition naming the installed
+    classes (closest first) and one Warning Event; several resync periods later still one Event
+    and no retry errors in the log; fixing the spec applies it."""
+    name = f"typo-{uuid.uuid4().hex[:6]}"
+    spec = source_spec(tmp_path)
+    k8s.create("connectors", name, {**spec, "class": "FileStreamSorce"}, "Connector")
+    cond = k8s.wait_condition("connectors", name, "Valid", "False", reason="PluginNotFound")
+    installed = cond["message"].split("closest first: ", 1)[1]
+    assert installed.startswith("org.apache.kafka.connect.file.FileStreamSourceConnector"), installed
+    assert k8s.condition("connectors", name, "Ready")["reason"] == "PluginNotFound"  # type: ignore[index]
+    time.sleep(12)  # four resync periods
+    warnings = [e for e in k8s.events(name) if e.reason == "PluginNotFound"]
+    assert len(warnings) == 1
+    assert (warnings[0].count or 1) == 1
+    assert warnings[0].type == "Warning"
+    assert not connect_rest.exists(name)
+    # kopf's object logger carries the object in the record's extras, not in the message
+    retries = [r for r in caplog.records if "failed temporarily" in r.getMessage() and name in str(vars(r))]
+    assert not retries, [r.getMessage() for r in retries]
+    k8s.patch_spec("connectors", name, {"class": SOURCE})
+    k8s.wait_condition("connectors", name, "Ready", "True")
+    assert connect_rest.exists(name)

@@ -205,6 +205,15 @@ class AutoRestartStatus(StatusModel):
     last_restart_time: str | None = Field(default=None, description="When the last one happened.")
 
 
+class VerbTokens(StatusModel):
+    """One-shot verbs as annotations the operator never writes or removes (GitOps tools would
+    see that as drift and fight it): a value acts once, when it differs from the one recorded
+    here; re-applying the same manifest does nothing, a new token acts again."""
+
+    restart: str | None = Field(default=None, description="Last connectops.io/restart value acted on.")
+    restart_tasks: str | None = Field(default=None, description="Last connectops.io/restart-tasks value acted on.")
+
+
 class ConnectorStatus(StatusModel):
     observed_generation: int | None = Field(default=None, description="Last handled generation.")
     connector_name: str | None = Field(default=None, description="Name in Kafka Connect.")
@@ -216,6 +225,10 @@ class ConnectorStatus(StatusModel):
         default_factory=AutoRestartStatus, description="Automatic restart bookkeeping."
     )
     last_check: LastCheck | None = Field(default=None, description="The latest lag and balance check.")
+    verbs: VerbTokens = Field(
+        default_factory=VerbTokens,
+        description="The last connectops.io/restart and restart-tasks annotation values acted on.",
+    )
     conditions: list[Condition] = Field(
-        default_factory=list, description="Ready, Valid, Synced, LagHealthy, PartitionsBalanced."
+        default_factory=list, description="Ready, Valid, Synced, LagHealthy, PartitionsBalanced, ReconcilePaused."
     )

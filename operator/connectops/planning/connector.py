@@ -7,7 +7,8 @@ decision — when to PUT, when to resume, when a restart is due — is unit-test
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import difflib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from connectops.models.connect_cluster import Capabilities
@@ -258,3 +259,23 @@ def readiness(spec: ConnectorSpec, observed: ObservedConnector) -> Readiness:
         if observed.task_count == 0:
             return Readiness(False, "NoTasks", "running but no task has been started yet")
     return Readiness(True, target.capitalize(), f"connector is {target}")
+
+
+def plugin_missing(connector_class: str, installed: Sequence[str]) -> list[str] | None:
+    """None when the worker has the class; else the installed classes, closest match first.
+
+    Connect resolves a class by its full name, its simple name, or its simple name without the
+    ``Connector`` suffix (``PluginUtils.prunedName``; aliases only when unambiguous, which a
+    missing class does not need to know). A missing class is permanent until the spec or the
+    worker's plugins change, so the reconciler reports it instead of retrying it.
+    """
+    names = set()
+    for cls in installed:
+        simple = cls.rsplit(".", 1)[-1]
+        names.update({cls, simple, simple.removesuffix("Connector")})
+    if connector_class in names:
+        return None
+    by_simple = {cls.rsplit(".", 1)[-1].lower(): cls for cls in installed}
+    wanted = connector_class.rsplit(".", 1)[-1].lower()
+    close = [by_simple[s] for s in difflib.get_close_matches(wanted, list(by_simple), n=len(by_simple), cutoff=0.0)]
+    return close + sorted(set(installed) - set(close))

@@ -50,6 +50,8 @@ class ClusterHandle:
     _version: str | None = None
     _caps_at: float = 0.0
     _kafka_cluster_id: str | None = None
+    _plugins: list[str] | None = None
+    _plugins_at: float = 0.0
 
     async def capabilities(self, ttl: float) -> tuple[str, Capabilities]:
         """Worker version and capabilities, re-read at most every ``ttl`` seconds."""
@@ -60,6 +62,14 @@ class ClusterHandle:
             self._kafka_cluster_id = info.kafka_cluster_id
             self._caps_at = time.monotonic()
         return self._version, self._caps
+
+    async def plugins(self, ttl: float) -> list[str]:
+        """The worker's connector classes, re-read at most every ``ttl`` seconds: a missing
+        plugin is re-checked on this slow timer, never in a retry loop."""
+        if self._plugins is None or time.monotonic() - self._plugins_at > ttl:
+            self._plugins = await self.client.connector_plugins()
+            self._plugins_at = time.monotonic()
+        return self._plugins
 
     async def kafka_cluster_id(self, ttl: float) -> str:
         """The Kafka cluster behind the worker group, as the worker reports it: what makes two

@@ -69,6 +69,9 @@ class Conditions:
         if changed and event_on_change:
             self._emit("Warning" if warning else "Normal", reason, message)
 
+    def get(self, type_: str) -> Condition | None:
+        return get_condition(self._items, type_)
+
     def dump(self) -> list[dict[str, Any]]:
         # empty strings are left out: some API servers (1.20 built with Go >= 1.16,
         # kubernetes#99804) reject "" in custom objects, and an absent message means the same

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -28,7 +28,7 @@ from connectops.adapters.connect_rest import (
 from connectops.adapters.kube import KubeClient, KubeError, KubeObjectMissing, SecretKeyMissing
 from connectops.errors import NotReadyYet, SpecInvalid
 from connectops.models.base import utcnow_iso
-from connectops.models.connector import ConnectorSpec, DesiredState
+from connectops.models.connector import ConnectorSpec, DesiredState, VerbTokens
 from connectops.planning.connector import (
     FAILED,
     Create,
@@ -38,10 +38,12 @@ from connectops.planning.connector import (
     SetState,
     UpdateConfig,
     plan_connector,
+    plugin_missing,
     readiness,
     render_config,
 )
 from connectops.planning.ownership import Claim, conflict_message, owner
+from connectops.planning.verbs import RECONCILE, BadVerb, Restart, acted_on, pending_verbs, reconcile_paused
 from connectops.reconcilers.checks import CheckRunner, apply_check_conditions
 from connectops.reconcilers.clusters import ClusterHandle, ClusterRegistry
 from connectops.reconcilers.common import Conditions, EmitEvent, Outcome
@@ -61,6 +63,7 @@ class ConnectorObject:
     spec: dict[str, Any]
     status: dict[str, Any]
     created: str = ""
+    annotations: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_body(cls, body: Any) -> ConnectorObject:
@@ -73,6 +76,7 @@ class ConnectorObject:
             spec=dict(body.get("spec") or {}),
             status=dict(body.get("status") or {}),
             created=str(meta.get("creationTimestamp") or ""),
+            annotations={str(k): str(v) for k, v in (meta.get("annotations") or {}).items()},
         )
 
     def claim(self) -> Claim | None:
@@ -116,6 +120,7 @@ class ConnectorReconciler:
         self._clusters = clusters
         self._settings = settings
         self._checks = checks
+        self._acted: dict[str, VerbTokens] = {}
 
     async def reconcile(
         self, obj: ConnectorObject, emit: EmitEvent, *, periodic: bool, rivals: Sequence[Claim] = ()
@@ -216,6 +221,18 @@ class ConnectorReconciler:
         desired = render_config(spec, connector, secret_values)
         live, state = await asyncio.gather(client.get_config(connector), client.get_status(connector))
         observed = _observe(state, live)
+        if reconcile_paused(obj.annotations):
+            conditions.set(
+                "ReconcilePaused",
+                True,
+                "AnnotationSet",
+                f"{RECONCILE}: paused: nothing is changed in Kafka Connect until the annotation is removed",
+                event_on_change=True,
+            )
+            self._report(status, state, obj.status.get("autoRestart") or {})
+            return
+        if conditions.get("ReconcilePaused") is not None:
+            conditions.set("ReconcilePaused", False, "AnnotationRemoved", "reconciling", event_on_change=True)
         lock = await self._kube.lock_holder(obj.namespace, spec.cluster_ref.name, connector)
         book_raw = obj.status.get("autoRestart") or {}
         book = RestartBook(
@@ -249,6 +266,22 @@ class ConnectorReconciler:
             return
 
         if plan.needs_validation:
+            installed = await cluster.plugins(self._settings.capabilities_ttl_seconds)
+            missing = plugin_missing(spec.connector_class, installed)
+            if missing is not None:
+                shown = ", ".join(missing[:8]) + (f" and {len(missing) - 8} more" if len(missing) > 8 else "")
+                message = (
+                    f"connector class {spec.connector_class} is not installed on the worker "
+                    f"(installed, closest first: {shown or 'none'}); re-checked every "
+                    f"{self._settings.capabilities_ttl_seconds:g}s and on every spec change"
+                )
+                conditions.set("Valid", False, "PluginNotFound", message, event_on_change=True, warning=True)
+                conditions.set("Synced", False, "PluginNotFound", "nothing was applied: the class is not installed")
+                conditions.set(
+                    "Ready", False, "PluginNotFound", f"connector class {spec.connector_class} is not installed"
+                )
+                self._report(status, state, book_raw)
+                return
             result = await client.validate(spec.connector_class, desired)
             if result.error_count:
                 detail = "; ".join(f"{k}: {' '.join(v)}" for k, v in sorted(result.errors.items()))
@@ -318,7 +351,36 @@ class ConnectorReconciler:
         if ready.ready and book.count:
             book_raw = {"count": 0, "lastRestartTime": book_raw.get("lastRestartTime")}
         self._report(status, state, book_raw)
+        if state is not None:
+            await self._verbs(obj, client, connector, status, emit)
         await self._check(obj, spec, connector, cluster, plan.actions, conditions, status)
+
+    async def _verbs(
+        self, obj: ConnectorObject, client: ConnectClient, connector: str, status: dict[str, Any], emit: EmitEvent
+    ) -> None:
+        """Act once on each restart annotation whose value is new (see :mod:`planning.verbs`).
+
+        The token is recorded only after Connect accepted the call: a failed call is retried
+        with the reconcile, never lost, and never repeated once done.
+        """
+        # The body a handler gets can predate the status patch of the handler before it (kopf
+        # patches after the handler returns, outside the per-object lock): what this process
+        # did last is remembered here, the status is the record across restarts.
+        acted = self._acted.get(obj.uid) or VerbTokens.model_validate(obj.status.get("verbs") or {})
+        for verb in pending_verbs(obj.annotations, acted):
+            if isinstance(verb, BadVerb):
+                emit("Warning", "BadAnnotation", f"{verb.annotation}: {verb.value[:100]!r}: {verb.why}")
+            elif isinstance(verb, Restart):
+                await client.restart(connector, include_tasks=True, only_failed=verb.only_failed)
+                what = "the connector and its failed tasks" if verb.only_failed else "the connector and all its tasks"
+                emit("Normal", "Restarted", f"{verb.annotation}={verb.value}: restarted {what}")
+            else:
+                for task_id in verb.task_ids:
+                    await client.restart_task(connector, task_id)
+                emit("Normal", "Restarted", f"{verb.annotation}={verb.value}: restarted tasks {list(verb.task_ids)}")
+            acted = acted_on(acted, verb)
+            self._acted[obj.uid] = acted
+            status["verbs"] = acted.model_dump(by_alias=True, exclude_none=True)
 
     async def _check(
         self,

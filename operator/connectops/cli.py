@@ -65,8 +65,18 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("connectops")
+    except PackageNotFoundError:  # run from a source tree without installing
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="connectops", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"connectops {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     crds = sub.add_parser("crds", help="write the CRDs generated from the models")

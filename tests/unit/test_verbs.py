@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from connectops.models.connector import VerbTokens
 from connectops.planning.verbs import (
     RESTART,
@@ -43,3 +45,14 @@ def test_paused() -> None:
     assert reconcile_paused({"connectops.io/reconcile": " Paused "})
     assert not reconcile_paused({"connectops.io/reconcile": "active"})
     assert not reconcile_paused({})
+
+
+def test_cli_version_is_the_installed_package(capsys: pytest.CaptureFixture[str]) -> None:
+    from importlib.metadata import version
+
+    from connectops.cli import main
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.strip() == f"connectops {version('connectops')}"

@@ -18,13 +18,19 @@ import kopf
 from connectops.adapters.connect_rest import ConnectRebalancing
 from connectops.failures import ConnectopsError
 
-__all__ = ["ConnectopsError", "NotReadyYet", "SpecInvalid", "as_kopf_error", "retry_delay"]
+__all__ = ["ConnectopsError", "NotReadyYet", "SpecInvalid", "UrlNotAllowed", "as_kopf_error", "retry_delay"]
 
 
 class SpecInvalid(ConnectopsError):
     """The object's spec cannot be acted on until the user changes it. Never retried."""
 
     reason = "InvalidSpec"
+
+
+class UrlNotAllowed(SpecInvalid):
+    """A ConnectCluster's ``restUrl`` is outside the operator's allowlist: no request is made."""
+
+    reason = "URLNotAllowed"
 
 
 class NotReadyYet(ConnectopsError):

@@ -72,3 +72,51 @@ def test_a_rest_url_that_is_not_connect(
         assert marker not in caplog.text
         # nothing reached the real worker behind the proxy
         assert not ConnectREST(connect).exists(connector)
+
+
+def test_rest_urls_outside_the_allowlist_are_never_called(
+    kube: Any, kube_client: Any, crds: None, connect: ConnectWorker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``CONNECTOPS_ALLOWED_REST_URLS`` set (here: the worker's own address), a ConnectCluster
+    naming any other URL is URLNotAllowed, its Connector says so, and the URL receives no
+    request; the allowed one works, and both Connectors can still be deleted."""
+    import kubernetes
+
+    from tests.e2e.conftest import K8s, OperatorProcess, connect_cluster_spec
+
+    ns = f"allow-{uuid.uuid4().hex[:8]}"
+    kubernetes.client.CoreV1Api(kube_client).create_namespace(kubernetes.client.V1Namespace(metadata={"name": ns}))
+    k8s = K8s(kube_client, ns)
+    host_port = connect.url.split("://", 1)[1].rstrip("/")
+    monkeypatch.setenv("CONNECTOPS_ALLOWED_REST_URLS", f"http://{host_port}")
+    operator = OperatorProcess(kube, ns, tmp_path)
+    operator.start()
+    try:
+        with FaultProxy(connect.url) as other:
+            k8s.create("connectclusters", "allowed", connect_cluster_spec(connect), "ConnectCluster")
+            k8s.create(
+                "connectclusters",
+                "elsewhere",
+                {**connect_cluster_spec(connect), "restUrl": other.url},
+                "ConnectCluster",
+            )
+            k8s.wait_condition("connectclusters", "allowed", "Ready", "True", timeout=90)
+            refused = k8s.wait_condition("connectclusters", "elsewhere", "Ready", "False", reason="URLNotAllowed")
+            assert other.url in refused["message"]
+            assert "CONNECTOPS_ALLOWED_REST_URLS" in refused["message"]
+            k8s.create("connectors", "via-elsewhere", source_spec(tmp_path, cluster="elsewhere"), "Connector")
+            k8s.create("connectors", "via-allowed", source_spec(tmp_path, cluster="allowed"), "Connector")
+            k8s.wait_condition("connectors", "via-allowed", "Ready", "True", timeout=90)
+            k8s.wait_condition("connectors", "via-elsewhere", "Valid", "False", reason="URLNotAllowed")
+            assert other.requests == []
+            for name in ("via-elsewhere", "via-allowed"):
+                k8s.delete("connectors", name)
+            wait_for(
+                lambda: not k8s.exists("connectors", "via-elsewhere") and not k8s.exists("connectors", "via-allowed"),
+                60,
+                "both Connectors deleted",
+            )
+            assert other.requests == []
+            assert not ConnectREST(connect).exists("via-allowed")
+    finally:
+        operator.stop()

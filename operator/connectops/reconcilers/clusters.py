@@ -23,11 +23,12 @@ from pydantic import ValidationError
 
 from connectops.adapters.connect_rest import ConnectClient
 from connectops.adapters.kube import KubeClient
-from connectops.errors import SpecInvalid
+from connectops.errors import SpecInvalid, UrlNotAllowed
 from connectops.failures import ConnectopsError
 from connectops.models.connect_cluster import Capabilities, ConnectClusterSpec
 from connectops.planning.connector import capabilities_for
 from connectops.planning.ownership import Claim
+from connectops.planning.urls import url_allowed
 from connectops.redact import Redactor
 from connectops.settings import Settings
 from connectops.validation import describe_validation_error
@@ -108,6 +109,12 @@ class ClusterRegistry:
             spec = ConnectClusterSpec.model_validate(obj.get("spec") or {})
         except ValidationError as exc:
             raise SpecInvalid(f"ConnectCluster {name} is invalid: {describe_validation_error(exc)}") from None
+        if not url_allowed(spec.rest_url, self._settings.allowed_rest_urls):
+            raise UrlNotAllowed(
+                f"ConnectCluster {name}: restUrl {spec.rest_url[:200]} is not among the URLs the operator may "
+                f"call (CONNECTOPS_ALLOWED_REST_URLS, chart value connect.allowedUrls: "
+                f"{', '.join(self._settings.allowed_rest_urls)}); no request was made"
+            )
         secrets: list[str] = []
         auth: tuple[str, str] | None = None
         if spec.basic_auth:

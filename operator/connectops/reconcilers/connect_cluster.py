@@ -39,7 +39,7 @@ class ConnectClusterReconciler:
             version, caps = await handle.capabilities(0.0)
             info = await handle.client.server_info()
         except SpecInvalid as exc:
-            conditions.set("Ready", False, "InvalidSpec", str(exc), event_on_change=True, warning=True)
+            conditions.set("Ready", False, exc.reason, str(exc), event_on_change=True, warning=True)
         except (NotKafkaConnect, ConnectResponseTooLarge) as exc:
             # it answered, so it is reachable, but it is not a worker: nothing it says is used
             status["reachable"] = True

@@ -161,8 +161,8 @@ class ConnectorReconciler:
                 obj, spec, connector, cluster, secret_values, redactor, conditions, status, emit, periodic
             )
         except SpecInvalid as exc:
-            conditions.set("Valid", False, "InvalidSpec", str(exc), event_on_change=True, warning=True)
-            conditions.set("Ready", False, "InvalidSpec", "spec is invalid; nothing was applied")
+            conditions.set("Valid", False, exc.reason, str(exc), event_on_change=True, warning=True)
+            conditions.set("Ready", False, exc.reason, "spec is invalid; nothing was applied")
         except (KubeObjectMissing, SecretKeyMissing) as exc:
             conditions.set("Ready", False, "ReferenceNotFound", redactor(str(exc)), event_on_change=True, warning=True)
             outcome.error = exc
@@ -484,6 +484,10 @@ class ConnectorReconciler:
         connector = spec.connector_name or obj.name
         try:
             cluster = await self._clusters.resolve(obj.namespace, spec.cluster_ref.name)
+        except SpecInvalid as exc:
+            # an invalid or disallowed ConnectCluster cannot be called: the object must still go
+            emit("Warning", "ClusterInvalid", f"{exc}; connector {connector} was not deleted from Kafka Connect")
+            return
         except KubeObjectMissing:
             emit(
                 "Warning",

@@ -153,8 +153,6 @@ async def _reconcile_connector(body: Any, patch: kopf.Patch, retry: int, claims:
 @kopf.on.resume(GROUP, VERSION, "connectors")
 @kopf.on.create(GROUP, VERSION, "connectors")
 @kopf.on.update(GROUP, VERSION, "connectors", field="spec")
-# the one-shot verbs and connectops.io/reconcile live in annotations (planning/verbs.py)
-@kopf.on.update(GROUP, VERSION, "connectors", field="metadata.annotations")
 async def connector_changed(body: kopf.Body, patch: kopf.Patch, retry: int, **kwargs: Any) -> None:
     await _reconcile_connector(body, patch, retry, _claims(kwargs), periodic=False)
 

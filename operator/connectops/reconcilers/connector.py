@@ -121,6 +121,7 @@ class ConnectorReconciler:
         self._settings = settings
         self._checks = checks
         self._acted: dict[str, VerbTokens] = {}
+        self._missing_plugin: dict[str, str] = {}
 
     async def reconcile(
         self, obj: ConnectorObject, emit: EmitEvent, *, periodic: bool, rivals: Sequence[Claim] = ()
@@ -275,13 +276,19 @@ class ConnectorReconciler:
                     f"(installed, closest first: {shown or 'none'}); re-checked every "
                     f"{self._settings.capabilities_ttl_seconds:g}s and on every spec change"
                 )
-                conditions.set("Valid", False, "PluginNotFound", message, event_on_change=True, warning=True)
+                # once per object and class: a resync queued behind the change handler gets the
+                # body from before its status patch and would announce it a second time
+                conditions.set("Valid", False, "PluginNotFound", message)
+                if self._missing_plugin.get(obj.uid) != spec.connector_class:
+                    self._missing_plugin[obj.uid] = spec.connector_class
+                    emit("Warning", "PluginNotFound", message)
                 conditions.set("Synced", False, "PluginNotFound", "nothing was applied: the class is not installed")
                 conditions.set(
                     "Ready", False, "PluginNotFound", f"connector class {spec.connector_class} is not installed"
                 )
                 self._report(status, state, book_raw)
                 return
+            self._missing_plugin.pop(obj.uid, None)
             result = await client.validate(spec.connector_class, desired)
             if result.error_count:
                 detail = "; ".join(f"{k}: {' '.join(v)}" for k, v in sorted(result.errors.items()))

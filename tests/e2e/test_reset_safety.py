@@ -158,7 +158,7 @@ def test_kafka_settings_from_secrets_reach_the_kafka_client(
     import uuid
 
     from tests.e2e.conftest import wait_for
-    from tests.e2e.test_offset_reset_e2e import offsets
+    from tests.e2e.test_offset_reset_e2e import assert_tombstoned_after, offsets
 
     spec = connect_cluster_spec(connect)
     spec["kafka"]["configFrom"] = {"security.protocol": {"name": "kafka-creds", "key": "protocol"}}
@@ -168,7 +168,7 @@ def test_kafka_settings_from_secrets_reach_the_kafka_client(
     bogus = f"bogus-{uuid.uuid4().hex[:8]}"
     k8s.create_secret("kafka-creds", {"protocol": bogus})
     k8s.wait_condition("connectclusters", "kc", "Ready", "True", timeout=90)
-    name, _ = make_source(k8s, tmp_path, "kc", connect)
+    name, topic = make_source(k8s, tmp_path, "kc", connect)
     rest = ConnectREST(connect)
     before = offsets(rest, name)
     status = reset(
@@ -183,8 +183,11 @@ def test_kafka_settings_from_secrets_reach_the_kafka_client(
     k8s.core.patch_namespaced_secret("kafka-creds", k8s.ns, {"stringData": {"protocol": "plaintext"}})
     k8s.delete("offsetresets", "tomb-bogus")
     wait_for(lambda: not k8s.exists("offsetresets", "tomb-bogus"), 30, "the failed reset deleted")
+    kafka = KafkaOffsets(connect.bootstrap)
+    latest = {r.key: r for r in kafka.read_connector_offsets(connect.offset_topic, {name})}
+    assert latest
     status = reset(k8s, "tomb-ok", {"connectorRef": {"name": name}, "action": "reset", "strategy": "tombstone"})
     assert status["strategy"] == "tombstone"
-    latest = {r.key: r for r in KafkaOffsets(connect.bootstrap).read_connector_offsets(connect.offset_topic, {name})}
-    assert latest
-    assert all(r.value is None for r in latest.values())
+    assert_tombstoned_after(kafka.read_connector_offsets(connect.offset_topic, {name}), list(latest.values()))
+    # and nothing committed between the tombstone and the resume: the source reads its file again
+    wait_for(lambda: topic_record_count(connect.bootstrap, topic) == 2 * len(LINES), 60, "re-read")

@@ -4,11 +4,20 @@ from __future__ import annotations
 
 import argparse
 import logging
-import random
+import os
+import socket
 import sys
+import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from connectops import crdgen
+from connectops import crdgen, fence
+
+if TYPE_CHECKING:
+    from connectops.adapters.leadership import LeaseSettings
+
+log = logging.getLogger("connectops")
+SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
 def _crds(args: argparse.Namespace) -> int:
@@ -31,6 +40,7 @@ def _crds(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     import kopf  # heavy: only the run command needs it
 
+    settings = None if args.standalone else _lease_settings(args)  # bad settings: refused first
     if args.metrics_port:
         from prometheus_client import start_http_server
 
@@ -47,21 +57,63 @@ def _run(args: argparse.Namespace) -> int:
     logging.getLogger("httpx").setLevel(logging.WARNING)
     import connectops.handlers  # noqa: F401 - registers the handlers with kopf
 
-    peering: dict[str, object] = {}
-    if not args.standalone:
-        # peers of equal priority all pause (kopf's rule), so each replica needs its own; naming
-        # the peering makes it mandatory: no replica acts before the peering object exists
-        peering = {
-            "priority": args.priority if args.priority is not None else random.randint(1, 10_000),
-            "peering_name": args.peering,
-        }
+    if settings is None:
+        log.warning("--standalone: no leader election; run exactly one operator process")
+        _run_kopf(args)
+        return 0
+    from connectops.adapters.kube import load_kube_config
+    from connectops.adapters.leadership import Leadership, standby_health
+
+    load_kube_config()
+    leadership = Leadership(settings)
+    with standby_health(args.liveness):
+        leadership.acquire()
+    leadership.keep()
+    fence.install(leadership.ensure)
+    try:
+        _run_kopf(args)
+    finally:
+        leadership.release()
+    return 0
+
+
+def _run_kopf(args: argparse.Namespace) -> None:
+    import kopf
+
+    # standalone in kopf's terms: kopf's own peering is off, the Lease (or --standalone) decides
     kopf.run(
         clusterwide=not args.namespace,
         namespaces=args.namespace or (),
-        standalone=args.standalone,
+        standalone=True,
         liveness_endpoint=args.liveness or None,
-        **peering,  # type: ignore[arg-type]
     )
+
+
+def _lease_settings(args: argparse.Namespace) -> LeaseSettings:
+    from connectops.adapters.leadership import LeaseSettings
+
+    namespace = args.lease_namespace or os.environ.get("CONNECTOPS_NAMESPACE", "")
+    if not namespace and SA_NAMESPACE.is_file():
+        namespace = SA_NAMESPACE.read_text().strip()
+    if not namespace:
+        raise SystemExit(
+            "leader election needs the operator's namespace: pass --lease-namespace, set "
+            "CONNECTOPS_NAMESPACE, or run a single process with --standalone"
+        )
+    who = os.environ.get("POD_NAME") or socket.gethostname()
+    settings = LeaseSettings(
+        namespace=namespace,
+        name=args.lease_name,
+        identity=f"{who}-{uuid.uuid4().hex[:8]}",
+        duration_s=args.lease_duration,
+        renew_deadline_s=args.renew_deadline,
+        retry_period_s=args.retry_period,
+        request_timeout_s=min(5.0, args.renew_deadline / 2),
+    )
+    problems = settings.problems()
+    if problems:
+        raise SystemExit("leader election: " + "; ".join(problems))
+    return settings
     return 0
 
 
@@ -88,9 +140,16 @@ def build_parser() -> argparse.ArgumentParser:
     scope = run.add_mutually_exclusive_group()
     scope.add_argument("--namespace", "-n", action="append", help="watch only this namespace (repeatable, globs)")
     scope.add_argument("--all-namespaces", "-A", action="store_true", help="watch every namespace (the default)")
-    run.add_argument("--standalone", action="store_true", help="no peering (single replica)")
-    run.add_argument("--priority", type=int, default=None, help="kopf peering priority (default: random)")
-    run.add_argument("--peering", default="default", help="kopf peering object name (the chart creates it)")
+    run.add_argument(
+        "--standalone", action="store_true", help="no leader election: only when exactly one process runs (tests, demo)"
+    )
+    run.add_argument("--lease-name", default="connectops-leader", help="leader election Lease (default: %(default)s)")
+    run.add_argument(
+        "--lease-namespace", default="", help="namespace of the Lease (default: $CONNECTOPS_NAMESPACE, else the pod's)"
+    )
+    run.add_argument("--lease-duration", type=int, default=15, help="seconds (default: %(default)s)")
+    run.add_argument("--renew-deadline", type=int, default=10, help="seconds (default: %(default)s)")
+    run.add_argument("--retry-period", type=int, default=2, help="seconds (default: %(default)s)")
     run.add_argument("--liveness", default="", help="e.g. http://0.0.0.0:8080/healthz")
     run.add_argument("--metrics-port", type=int, default=0, help="serve Prometheus metrics")
     run.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])

@@ -260,7 +260,8 @@ class OperatorProcess:
         self.proc: Any = None
         self.runs = 0
 
-    def start(self, failpoint: str | None = None) -> None:
+    def start(self, failpoint: str | None = None, election: list[str] | None = None) -> None:
+        """``election``: leader-election arguments instead of ``--standalone``."""
         import subprocess
         import sys
 
@@ -271,7 +272,10 @@ class OperatorProcess:
         self.runs += 1
         log = (self.log_dir / f"operator-{self.namespace}-{self.runs}.log").open("wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "connectops.cli", "run", "--namespace", self.namespace, "--standalone"],
+            [
+                *(sys.executable, "-m", "connectops.cli", "run", "--namespace", self.namespace),
+                *(election or ["--standalone"]),
+            ],
             env=env,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -291,6 +295,9 @@ class OperatorProcess:
                 self.proc.kill()
                 self.proc.wait(5)
 
-    def log_tail(self) -> str:
+    def log(self) -> str:
         path = self.log_dir / f"operator-{self.namespace}-{self.runs}.log"
-        return path.read_text()[-4000:] if path.exists() else ""
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def log_tail(self) -> str:
+        return self.log()[-4000:]

@@ -19,7 +19,7 @@ apt_update_once() {
 
 # --- Debian packages --------------------------------------------------------------------------
 need_pkgs=()
-for p in etcd-server default-jdk-headless kcat golang-1.19-go rsync make golang-github-modern-go-reflect2-dev dpkg-dev patch; do
+for p in etcd-server default-jdk-headless kcat lua5.1 golang-1.19-go rsync make golang-github-modern-go-reflect2-dev dpkg-dev patch; do
   dpkg -s "$p" >/dev/null 2>&1 || need_pkgs+=("$p")
 done
 if [ -x "$CACHE/kube-apiserver" ]; then

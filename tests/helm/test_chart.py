@@ -42,12 +42,13 @@ from tests.helm.chart import (
 pytestmark = pytest.mark.timeout(300)
 
 NAMESPACED = {"watch": {"namespaces": ["team-a", "team-b"]}}
-PEERING = {"replicas": 2, "peering": {"enabled": True}}
+STANDALONE = {"leaderElection": {"enabled": False}}
 VALUE_SETS: dict[str, dict[str, Any]] = {
     "default": {},
     "namespaced": NAMESPACED,
-    "peering": PEERING,
-    "namespaced-peering": {**NAMESPACED, "peering": {"enabled": True}},
+    "replicated": {"replicas": 2},
+    "standalone": STANDALONE,
+    "namespaced-standalone": {**NAMESPACED, **STANDALONE},
 }
 
 # The operator's rules, exactly: adding a permission must be a conscious change of this table.
@@ -67,8 +68,8 @@ CORE_RULES = {
 }
 CRD_READS = ("apiextensions.k8s.io", ("customresourcedefinitions",), ("list", "watch"))
 NAMESPACE_READS = ("", ("namespaces",), ("list", "watch"))
-CLUSTER_PEERING = ("kopf.dev", ("clusterkopfpeerings",), ("get", "list", "watch", "patch"))
-NAMESPACED_PEERING = ("kopf.dev", ("kopfpeerings",), ("get", "list", "watch", "patch"))
+LEASE_CREATE = ("coordination.k8s.io", ("leases",), ("create",))
+LEASE_RENEW = ("coordination.k8s.io", ("leases",), ("get", "update"))
 
 Rule = tuple[str, tuple[str, ...], tuple[str, ...]]
 
@@ -132,7 +133,7 @@ def test_helm_lint_clean(name: str) -> None:
 @pytest.mark.parametrize(
     ("values", "complaint"),
     [
-        ({"replicas": 2}, "/peering/enabled"),
+        ({"replicas": 2, "leaderElection": {"enabled": False}}, "/leaderElection/enabled"),
         ({"rbac": {"extraRules": [{"apiGroups": [""], "resources": ["*"], "verbs": ["get"]}]}}, "'*'"),
         ({"rbac": {"extraRules": [{"apiGroups": ["*"], "resources": ["pods"], "verbs": ["get"]}]}}, "'*'"),
         ({"watch": {"namespaces": ["Team_A"]}}, "/watch/namespaces/0"),
@@ -142,6 +143,20 @@ def test_helm_lint_clean(name: str) -> None:
 )
 def test_values_schema_rejects(values: dict[str, Any], complaint: str) -> None:
     with pytest.raises(helm.HelmValuesError) as raised:
+        render(values)
+    assert complaint in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("values", "complaint"),
+    [
+        ({"leaderElection": {"leaseDurationSeconds": 10, "renewDeadlineSeconds": 10}}, "shorter than"),
+        ({"leaderElection": {"renewDeadlineSeconds": 3, "retryPeriodSeconds": 3}}, "1.2 x"),
+    ],
+)
+def test_lease_timings_that_cannot_fence_are_refused(values: dict[str, Any], complaint: str) -> None:
+    """A leader must end itself (renew deadline) before a standby may take its Lease (duration)."""
+    with pytest.raises(helm.HelmError) as raised:
         render(values)
     assert complaint in str(raised.value)
 
@@ -204,8 +219,11 @@ def test_no_wildcards_anywhere(rendered: dict[str, list[Obj]], name: str) -> Non
 
 def test_clusterwide_rules(rendered: dict[str, list[Obj]]) -> None:
     objects = rendered["default"]
-    # The only namespaced Role here is the Spark driver's.
-    assert {r["metadata"]["name"] for r in by_kind(objects, "Role")} == {"connectops-spark-check"}
+    # The only namespaced Roles here are the Spark driver's and leader election's.
+    assert {r["metadata"]["name"] for r in by_kind(objects, "Role")} == {
+        "connectops-spark-check",
+        "connectops-leader-election",
+    }
     [role] = by_kind(objects, "ClusterRole")
     assert _rule_set(role) == CORE_RULES | {CRD_READS}
     binding = one(objects, "ClusterRoleBinding")
@@ -215,16 +233,32 @@ def test_clusterwide_rules(rendered: dict[str, list[Obj]]) -> None:
         "name": role["metadata"]["name"],
     }
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "connectops", "namespace": "connectops"}]
-    peering = rendered["peering"]
-    [role] = by_kind(peering, "ClusterRole")
-    assert _rule_set(role) == CORE_RULES | {CRD_READS, CLUSTER_PEERING}
+    [role] = by_kind(rendered["standalone"], "ClusterRole")
+    assert _rule_set(role) == CORE_RULES | {CRD_READS}
 
 
-@pytest.mark.parametrize("name", ["namespaced", "namespaced-peering"])
+@pytest.mark.parametrize("name", ["default", "namespaced", "replicated"])
+def test_leader_election_rules(rendered: dict[str, list[Obj]], name: str) -> None:
+    """The Lease's Role: in the release namespace only; renewing only the operator's own Lease."""
+    objects = rendered[name]
+    role = one(by_kind(objects, "Role"), "Role", "connectops-leader-election")
+    assert role["metadata"]["namespace"] == "connectops"
+    assert _rule_set(role) == {LEASE_CREATE, LEASE_RENEW}
+    [renew] = [r for r in role["rules"] if "update" in r["verbs"]]
+    assert renew["resourceNames"] == ["connectops-leader"]
+    binding = one(by_kind(objects, "RoleBinding"), "RoleBinding", "connectops-leader-election")
+    assert binding["metadata"]["namespace"] == "connectops"
+    assert binding["roleRef"]["name"] == "connectops-leader-election"
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "connectops", "namespace": "connectops"}]
+    for standalone in ("standalone", "namespaced-standalone"):
+        assert not [o for o in rendered[standalone] if "leader" in o["metadata"]["name"]]
+
+
+@pytest.mark.parametrize("name", ["namespaced", "namespaced-standalone"])
 def test_namespaced_rules(rendered: dict[str, list[Obj]], name: str) -> None:
     objects = rendered[name]
     roles = {(r["metadata"]["namespace"], r["metadata"]["name"]): r for r in by_kind(objects, "Role")}
-    expected = CORE_RULES | ({NAMESPACED_PEERING} if "peering" in name else set())
+    expected = CORE_RULES
     for ns in ("team-a", "team-b"):
         assert _rule_set(roles[(ns, "connectops")]) == expected
         binding = one(
@@ -243,16 +277,12 @@ def test_namespaced_rules(rendered: dict[str, list[Obj]], name: str) -> None:
 
 def test_rules_come_from_one_list(rendered: dict[str, list[Obj]]) -> None:
     """ClusterRole (all namespaces) and Role + cluster reads (namespaced) are the same catalogue."""
-    [clusterwide] = by_kind(rendered["peering"], "ClusterRole")
-    objects = rendered["namespaced-peering"]
+    [clusterwide] = by_kind(rendered["default"], "ClusterRole")
+    objects = rendered["namespaced"]
     role = one([r for r in by_kind(objects, "Role") if r["metadata"]["namespace"] == "team-a"], "Role", "connectops")
     [reads] = by_kind(objects, "ClusterRole")
-    # Only the mode-specific rules differ: which peering kind, and namespaces (kopf lists them only
-    # when it is given --namespace).
-    assert _rule_set(clusterwide) - {CLUSTER_PEERING} == (_rule_set(role) | _rule_set(reads)) - {
-        NAMESPACED_PEERING,
-        NAMESPACE_READS,
-    }
+    # Only the mode-specific rule differs: namespaces (kopf lists them only when given --namespace).
+    assert _rule_set(clusterwide) == (_rule_set(role) | _rule_set(reads)) - {NAMESPACE_READS}
 
 
 def test_omit_rules_drops_a_rule_or_a_verb() -> None:
@@ -309,39 +339,42 @@ def test_spark_check_identity(rendered: dict[str, list[Obj]]) -> None:
 
 def test_deployment_args(rendered: dict[str, list[Obj]]) -> None:
     base = ["--liveness", "http://0.0.0.0:8080/healthz", "--metrics-port", "9090", "--log-level", "info"]
-    assert _operator_args(rendered["default"]) == [*base, "--standalone"]
-    assert _operator_args(rendered["namespaced"]) == [
-        *base,
-        "--standalone",
-        "--namespace",
-        "team-a",
-        "--namespace",
-        "team-b",
+    election = [
+        "--lease-name",
+        "connectops-leader",
+        "--lease-duration",
+        "15",
+        "--renew-deadline",
+        "10",
+        "--retry-period",
+        "2",
     ]
-    assert _operator_args(rendered["peering"]) == base
-    assert _operator_args(rendered["namespaced-peering"]) == [
-        *base,
-        "--namespace",
-        "team-a",
-        "--namespace",
-        "team-b",
-    ]
-    assert _operator_args(render({"metrics": {"enabled": False}, "logLevel": "debug"})) == [
+    namespaces = ["--namespace", "team-a", "--namespace", "team-b"]
+    assert _operator_args(rendered["default"]) == [*base, *election]
+    assert _operator_args(rendered["replicated"]) == [*base, *election]
+    assert _operator_args(rendered["namespaced"]) == [*base, *election, *namespaces]
+    assert _operator_args(rendered["standalone"]) == [*base, "--standalone"]
+    assert _operator_args(rendered["namespaced-standalone"]) == [*base, "--standalone", *namespaces]
+    assert _operator_args(render({"metrics": {"enabled": False}, "logLevel": "debug", **STANDALONE})) == [
         "--liveness",
         "http://0.0.0.0:8080/healthz",
         "--log-level",
         "debug",
         "--standalone",
     ]
+    # the Lease's namespace and the identity's prefix come from the pod itself
+    env = one(rendered["default"], "Deployment")["spec"]["template"]["spec"]["containers"][0]["env"]
+    field_refs = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in env if "valueFrom" in e}
+    assert field_refs == {"CONNECTOPS_NAMESPACE": "metadata.namespace", "POD_NAME": "metadata.name"}
 
 
 def test_replicas_and_rollout_strategy(rendered: dict[str, list[Obj]]) -> None:
-    standalone = one(rendered["default"], "Deployment")["spec"]
-    assert standalone["replicas"] == 1
-    assert standalone["strategy"] == {"type": "Recreate"}  # two standalone operators must never overlap
-    peered = one(rendered["peering"], "Deployment")["spec"]
-    assert peered["replicas"] == 2
-    assert peered["strategy"]["type"] == "RollingUpdate"
+    # Recreate in every mode: a standalone operator must never overlap with its successor, and a
+    # surge pod under leader election would only stand by
+    for name, replicas in (("default", 1), ("standalone", 1), ("replicated", 2)):
+        spec = one(rendered[name], "Deployment")["spec"]
+        assert spec["replicas"] == replicas
+        assert spec["strategy"] == {"type": "Recreate"}
 
 
 def test_security_context(rendered: dict[str, list[Obj]]) -> None:
@@ -405,18 +438,12 @@ def test_metrics_service_is_optional(rendered: dict[str, list[Obj]]) -> None:
     assert service["spec"]["selector"] == one(rendered["default"], "Deployment")["spec"]["selector"]["matchLabels"]
 
 
-def test_peering_objects(rendered: dict[str, list[Obj]]) -> None:
-    assert not [o for o in rendered["default"] if o["apiVersion"].startswith("kopf.dev")]
-    crds = {c["metadata"]["name"] for c in by_kind(rendered["peering"], "CustomResourceDefinition")}
-    assert crds == {"clusterkopfpeerings.kopf.dev", "kopfpeerings.kopf.dev"}
-    peering = one(rendered["peering"], "ClusterKopfPeering")
-    assert peering["metadata"]["name"] == "default"  # the name kopf auto-detects
-    assert peering["metadata"]["annotations"]["helm.sh/hook"] == "post-install,post-upgrade"
-    namespaced = by_kind(rendered["namespaced-peering"], "KopfPeering")
-    assert sorted((p["metadata"]["namespace"], p["metadata"]["name"]) for p in namespaced) == [
-        ("team-a", "default"),
-        ("team-b", "default"),
-    ]
+def test_no_kopf_peering_objects(rendered: dict[str, list[Obj]]) -> None:
+    """Leader election replaced kopf's peering: none of its CRDs, objects or RBAC remain."""
+    for objects in rendered.values():
+        assert not [o for o in objects if o["apiVersion"].startswith("kopf.dev")]
+        assert not [o for o in objects if "kopf" in o["metadata"]["name"]]
+        assert not [rule for _, rule in policy_rules(objects) if "kopf.dev" in rule["apiGroups"]]
 
 
 # -- against the real API server ------------------------------------------------------------------------
@@ -469,7 +496,13 @@ def test_server_side_dry_run_accepts_every_object(kube_client: client.ApiClient,
 
 
 def _can(
-    api_client: client.ApiClient, user: str, verb: str, resource: str, namespace: str | None, group: str = ""
+    api_client: client.ApiClient,
+    user: str,
+    verb: str,
+    resource: str,
+    namespace: str | None,
+    group: str = "",
+    name: str | None = None,
 ) -> bool:
     review = client.V1SubjectAccessReview(
         spec=client.V1SubjectAccessReviewSpec(
@@ -485,6 +518,7 @@ def _can(
                 subresource=resource.partition("/")[2],
                 group=group,
                 namespace=namespace,
+                name=name,
             ),
         )
     )
@@ -494,7 +528,7 @@ def _can(
 
 @pytest.fixture(scope="module")
 def fresh_kube(testenv_root: Path) -> Iterator[KubeAPI]:
-    """An API server of its own: the install test must see a cluster without kopf's peering CRDs."""
+    """An API server of its own: the install test must see a cluster with nothing of another release."""
     api = KubeAPI(testenv_root, name=f"kube-helm-{uuid.uuid4().hex[:6]}")
     try:
         yield api.start()
@@ -542,33 +576,37 @@ def test_helm_install_upgrade_uninstall(fresh_kube: KubeAPI) -> None:
         assert not _can(api, sa, "update", "connectors", "elsewhere", "connectops.io")
         assert not _can(api, sa, "create", "pods", "elsewhere")
         assert not _can(api, sa, "list", "namespaces", None)
-        assert not _can(api, sa, "patch", "clusterkopfpeerings", None, "kopf.dev")
+        # leader election: the release namespace's Lease of this name, renewed and nothing else
+        coordination = "coordination.k8s.io"
+        assert _can(api, sa, "update", "leases", "ops", coordination, "a-connectops-leader")
+        assert not _can(api, sa, "update", "leases", "ops", coordination, "another-lease")
+        assert not _can(api, sa, "update", "leases", "elsewhere", coordination, "a-connectops-leader")
         spark = "system:serviceaccount:ops:a-connectops-spark-check"
         assert _can(api, spark, "patch", "configmaps", "ops")
         assert _can(api, spark, "create", "pods", "ops")
         assert not _can(api, spark, "get", "secrets", "ops")
         assert not _can(api, spark, "create", "pods", "elsewhere")
 
-        # 2. Upgrade to peering: kopf's CRDs come in, the peering object is a post-upgrade hook.
+        # 2. Upgrade to two replicas: one acts, one stands by; still a Recreate rollout.
         with helm.Config(kubeconfig_path=kubeconfig, namespace="ops") as cfg:
-            result = cfg.upgrade(str(CHART_DIR), "a", {"peering": {"enabled": True}}, namespace="ops", timeout=120)
+            result = cfg.upgrade(str(CHART_DIR), "a", {"replicas": 2}, namespace="ops", timeout=120)
             assert result["status"] == "deployed"
-        peering: Any = client.CustomObjectsApi(api).get_cluster_custom_object(
-            "kopf.dev", "v1", "clusterkopfpeerings", "default"
-        )
-        assert peering["metadata"]["name"] == "default"
-        assert _can(api, sa, "patch", "clusterkopfpeerings", None, "kopf.dev")
         deployment = client.AppsV1Api(api).read_namespaced_deployment("a-connectops", "ops")
-        assert "--standalone" not in deployment.spec.template.spec.containers[0].args
+        assert deployment.spec.replicas == 2
+        assert deployment.spec.strategy.type == "Recreate"
+        args = deployment.spec.template.spec.containers[0].args
+        assert "--standalone" not in args
+        assert args[args.index("--lease-name") + 1] == "a-connectops-leader"
 
-        # 3. A second, namespaced release; kopf's CRDs already belong to the first one.
-        values = {**VALUE_SETS["namespaced-peering"], "peering": {"enabled": True, "createCRDs": False}}
+        # 3. A second, namespaced release: its own Lease and Role in its own namespace.
+        values = VALUE_SETS["namespaced"]
         with helm.Config(kubeconfig_path=kubeconfig, namespace="ops-b") as cfg:
             result = cfg.install(str(CHART_DIR), "b", values, namespace="ops-b", create_namespace=True, timeout=120)
             assert result["status"] == "deployed"
         sb = "system:serviceaccount:ops-b:b-connectops"
         assert _can(api, sb, "patch", "connectors/status", "team-a", "connectops.io")
-        assert _can(api, sb, "patch", "kopfpeerings", "team-b", "kopf.dev")
+        assert _can(api, sb, "update", "leases", "ops-b", "coordination.k8s.io", "b-connectops-leader")
+        assert not _can(api, sb, "update", "leases", "ops", "coordination.k8s.io", "a-connectops-leader")
         assert not _can(api, sb, "get", "connectors", "elsewhere", "connectops.io")
         assert not _can(api, sb, "get", "secrets", "elsewhere")
         assert _can(api, sb, "list", "namespaces", None)
@@ -582,13 +620,12 @@ def test_helm_install_upgrade_uninstall(fresh_kube: KubeAPI) -> None:
             ):
                 cfg.uninstall(release)
         api.close()  # type: ignore[no-untyped-call]
-    # Uninstalled: the RBAC is gone, kopf's CRDs are kept (other kopf operators may use them).
+    # Uninstalled: the RBAC is gone.
     api = _api_client(fresh_kube)
     try:
         roles: Any = client.RbacAuthorizationV1Api(api).list_cluster_role()
         assert not [r for r in roles.items if r.metadata.name.startswith(("a-", "b-"))]
-        crds = client.ApiextensionsV1Api(api).list_custom_resource_definition()
-        kept = {c.metadata.name for c in crds.items}
-        assert {"clusterkopfpeerings.kopf.dev", "kopfpeerings.kopf.dev"} <= kept
+        ns_roles: Any = client.RbacAuthorizationV1Api(api).list_role_for_all_namespaces()
+        assert not [r for r in ns_roles.items if r.metadata.name.endswith("-leader-election")]
     finally:
         api.close()  # type: ignore[no-untyped-call]

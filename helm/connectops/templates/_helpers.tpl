@@ -55,9 +55,14 @@ app.kubernetes.io/part-of: connectops
 {{- if empty .Values.watch.namespaces -}}true{{- end -}}
 {{- end -}}
 
-{{/* "true" when kopf runs without peering (--standalone). */}}
+{{/* "true" when the operator runs without leader election (--standalone). */}}
 {{- define "connectops.standalone" -}}
-{{- if not .Values.peering.enabled -}}true{{- end -}}
+{{- if not .Values.leaderElection.enabled -}}true{{- end -}}
+{{- end -}}
+
+{{/* The leader-election Lease's name (one per release). */}}
+{{- define "connectops.leaseName" -}}
+{{- printf "%s-leader" (include "connectops.fullname" .) | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
 {{/* Namespaces where Spark checks run, as a JSON list. */}}
@@ -73,7 +78,16 @@ app.kubernetes.io/part-of: connectops
 
 {{/* Refuse combinations that would run two un-coordinated operators. */}}
 {{- define "connectops.validate" -}}
-{{- if and (gt (int .Values.replicas) 1) (not .Values.peering.enabled) -}}
-{{- fail "replicas > 1 needs peering.enabled=true: without kopf peering every replica would reconcile every object" -}}
+{{- $le := .Values.leaderElection -}}
+{{- if and (gt (int .Values.replicas) 1) (not $le.enabled) -}}
+{{- fail "replicas > 1 needs leaderElection.enabled=true: without it every replica would reconcile every object" -}}
+{{- end -}}
+{{- if $le.enabled -}}
+{{- if le (int $le.leaseDurationSeconds) (int $le.renewDeadlineSeconds) -}}
+{{- fail "leaderElection.renewDeadlineSeconds must be shorter than leaseDurationSeconds: a leader must be gone before its Lease expires" -}}
+{{- end -}}
+{{- if le (mulf (int $le.renewDeadlineSeconds) 1.0) (mulf (int $le.retryPeriodSeconds) 1.2) -}}
+{{- fail "leaderElection.renewDeadlineSeconds must exceed 1.2 x retryPeriodSeconds" -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}

@@ -8,7 +8,8 @@ Each entry:
             to render without that rule or verb (least-privilege experiments, see the README)
   scope     namespaced | cluster   (what kind of resource: cluster-scoped ones never go into a Role)
   mode      any | clusterwide | namespaced   (which watch mode needs the rule)
-  peering   true: only with peering.enabled
+            | leader   (the release namespace's Role for leader election, with leaderElection.enabled)
+  named     true: limited to the leader-election Lease by resourceNames
   why       rendered as a comment above the rule
 */}}
 {{- define "connectops.ruleCatalog" -}}
@@ -61,22 +62,21 @@ Each entry:
   apiGroups: [sparkoperator.k8s.io]
   resources: [sparkapplications]
   verbs: [get, create, delete]
-- id: kopf-cluster-peering
-  scope: cluster
-  mode: clusterwide
-  peering: true
-  why: kopf peering between replicas watching all namespaces (ClusterKopfPeering)
-  apiGroups: [kopf.dev]
-  resources: [clusterkopfpeerings]
-  verbs: [get, list, watch, patch]
-- id: kopf-peering
+- id: leader-lease-create
   scope: namespaced
-  mode: namespaced
-  peering: true
-  why: kopf peering between replicas watching a list of namespaces (KopfPeering in each)
-  apiGroups: [kopf.dev]
-  resources: [kopfpeerings]
-  verbs: [get, list, watch, patch]
+  mode: leader
+  why: leader election creates its Lease once (create cannot be limited by name)
+  apiGroups: [coordination.k8s.io]
+  resources: [leases]
+  verbs: [create]
+- id: leader-lease
+  scope: namespaced
+  mode: leader
+  named: true
+  why: leader election reads and renews its own Lease, and no other
+  apiGroups: [coordination.k8s.io]
+  resources: [leases]
+  verbs: [get, update]
 - id: crds
   scope: cluster
   mode: any
@@ -98,6 +98,7 @@ connectops.rules: the rules for one target, as a YAML list (without a leading "r
   (dict "root" $ "target" "clusterwide")    everything the all-namespaces ClusterRole needs
   (dict "root" $ "target" "namespaced")     the namespaced rules of each watched namespace's Role
   (dict "root" $ "target" "cluster-reads")  the cluster-scoped rules of namespaced mode
+  (dict "root" $ "target" "leader")         the release namespace's leader-election rules
 rbac.extraRules are added to the "clusterwide" and "namespaced" targets.
 */}}
 {{- define "connectops.rules" -}}
@@ -112,11 +113,10 @@ rbac.extraRules are added to the "clusterwide" and "namespaced" targets.
 {{- $in = and (eq $rule.scope "namespaced") (has $rule.mode (list "any" "namespaced")) -}}
 {{- else if eq $target "cluster-reads" -}}
 {{- $in = and (eq $rule.scope "cluster") (has $rule.mode (list "any" "namespaced")) -}}
+{{- else if eq $target "leader" -}}
+{{- $in = eq $rule.mode "leader" -}}
 {{- else -}}
 {{- fail (printf "connectops.rules: unknown target %q" $target) -}}
-{{- end -}}
-{{- if and $rule.peering (not $root.Values.peering.enabled) -}}
-{{- $in = false -}}
 {{- end -}}
 {{- if has $rule.id $omit -}}
 {{- $in = false -}}
@@ -131,10 +131,13 @@ rbac.extraRules are added to the "clusterwide" and "namespaced" targets.
 # {{ $rule.id }}: {{ $rule.why }}
 - apiGroups: {{ toJson $rule.apiGroups }}
   resources: {{ toJson $rule.resources }}
+  {{- if $rule.named }}
+  resourceNames: {{ toJson (list (include "connectops.leaseName" $root)) }}
+  {{- end }}
   verbs: {{ toJson $verbs }}
 {{- end -}}
 {{- end -}}
-{{- if ne $target "cluster-reads" -}}
+{{- if has $target (list "clusterwide" "namespaced") -}}
 {{- range $root.Values.rbac.extraRules }}
 # extra (rbac.extraRules)
 - {{ toYaml . | indent 2 | trim }}

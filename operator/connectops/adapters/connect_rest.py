@@ -18,6 +18,7 @@ from urllib.parse import quote
 import httpx
 from pydantic import TypeAdapter
 
+from connectops import fence
 from connectops.adapters import connect_answers as answers
 from connectops.failures import ConnectopsError
 from connectops.redact import NO_SECRETS, Redactor
@@ -183,6 +184,8 @@ class ConnectClient:
         params: dict[str, str] | None = None,
         operation: str,
     ) -> httpx.Response:
+        if method != "GET":
+            fence.check()
         attempt = 0
         read_attempt = 0
         while True:

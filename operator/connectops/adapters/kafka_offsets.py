@@ -48,6 +48,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
 # isort: on
 
+from connectops import fence
 from connectops.failures import ConnectopsError
 from connectops.redact import Redactor
 
@@ -799,6 +800,7 @@ class KafkaOffsets:
         """
         if not records:
             return []
+        fence.check()
         counts: dict[str, int] = {}
         for topic in {r.topic for r in records}:
             counts[topic] = self.partition_count(topic)
@@ -1061,6 +1063,7 @@ class KafkaOffsets:
         first instead of relying on DeleteGroups' GROUP_ID_NOT_FOUND alone: some Kafka-protocol
         brokers never answer DeleteGroups for an unknown group.
         """
+        fence.check()
         operation = f"delete group {group!r}"
         if not self.group_exists(group):
             return False
@@ -1085,6 +1088,7 @@ class KafkaOffsets:
         :class:`GroupActive` (UNKNOWN_MEMBER_ID per partition from the coordinator). A commit is
         idempotent, so one dropped connection is retried here at once.
         """
+        fence.check()
         operation = f"alter offsets of group {group!r}"
         if not offsets:
             return

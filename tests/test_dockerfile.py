@@ -357,7 +357,17 @@ def test_operator_image_build_replayed_in_a_fresh_venv(dockerfile: Dockerfile, t
     run_help = subprocess.run(
         [str(connectops), "run", "--help"], cwd=tmp_path, env=env, capture_output=True, text=True, check=True
     ).stdout
-    for flag in ("--standalone", "--liveness", "--metrics-port", "--namespace", "--log-level"):
+    for flag in (
+        "--standalone",
+        "--lease-name",
+        "--lease-duration",
+        "--renew-deadline",
+        "--retry-period",
+        "--liveness",
+        "--metrics-port",
+        "--namespace",
+        "--log-level",
+    ):
         assert flag in run_help, flag  # every flag the chart passes exists
     check = subprocess.run(
         [str(connectops), "crds", "--check", "--output", str(REPO / "crds")],

@@ -148,3 +148,43 @@ def test_another_namespace_cannot_reset_a_managed_connector(
     from tests.e2e.test_offset_reset_e2e import reset
 
     reset(k8s, "own", {"connectorRef": {"name": name}, "action": "reset"})
+
+
+def test_a_reset_through_an_alias_takes_the_same_lock(k8s: K8s, connect: ConnectWorker, tmp_path: Path) -> None:
+    """Two resets of one connector, one through the ConnectCluster its Connector uses and one
+    through an alias of it (named by clusterRef + connectorName), started together: the lock is
+    per Kafka cluster and connector, so exactly one runs and the other fails at its lock step
+    without changing anything."""
+    k8s.create("connectclusters", "main", connect_cluster_spec(connect), "ConnectCluster")
+    k8s.create("connectclusters", "alias", connect_cluster_spec(connect), "ConnectCluster")
+    k8s.wait_condition("connectclusters", "alias", "Ready", "True")
+    connector = f"locked-{uuid.uuid4().hex[:6]}"
+    k8s.create("connectors", "owner", _spec(tmp_path, "main", connector, f"t-{connector}"), "Connector")
+    k8s.wait_condition("connectors", "owner", "Ready", "True")
+    rest = ConnectREST(connect)
+    wait_for(lambda: rest.http.get(rest.path(connector) + "/offsets").json()["offsets"], 60, "offsets committed")
+    k8s.create("offsetresets", "via-main", {"connectorRef": {"name": "owner"}, "action": "reset"}, "OffsetReset")
+    k8s.create(
+        "offsetresets",
+        "via-alias",
+        {"clusterRef": {"name": "alias"}, "connectorName": connector, "action": "reset"},
+        "OffsetReset",
+    )
+
+    def finished() -> dict[str, dict[str, Any]] | None:
+        statuses = {n: k8s.get("offsetresets", n).get("status") or {} for n in ("via-main", "via-alias")}
+        done = all(s.get("phase") in ("Succeeded", "Failed") for s in statuses.values())
+        return statuses if done else None
+
+    statuses = wait_for(finished, 150, "both resets finished")
+    phases = sorted(s["phase"] for s in statuses.values())
+    assert phases == ["Failed", "Succeeded"], statuses
+    [loser] = [s for s in statuses.values() if s["phase"] == "Failed"]
+    failed = [s for s in loser["steps"] if s.get("state") == "Failed"]
+    assert [s["name"] for s in failed] == ["lock"], loser["steps"]
+    assert "locked by" in str(loser["conditions"])
+    assert not loser.get("changes")
+    assert statuses["via-main"]["lockScope"] == statuses["via-alias"]["lockScope"]
+    assert statuses["via-main"]["lockScope"].startswith("kafka/")
+    k8s.wait_condition("connectors", "owner", "Ready", "True", timeout=60)
+    assert rest.state(connector) == "RUNNING"

@@ -274,6 +274,14 @@ class OffsetResetStatus(StatusModel):
     strategy: str | None = Field(default=None, description="rest or tombstone, as resolved.")
     connector_kind: str | None = Field(default=None, description="source, sink or mirror kinds.")
     connectors: list[str] = Field(default_factory=list, description="Connectors reset.")
+    lock_scope: str | None = Field(
+        default=None,
+        max_length=300,
+        description=(
+            "Where the connectors' lock is taken: kafka/<cluster id> (every ConnectCluster object "
+            "reaching that Kafka cluster shares it), or the ConnectCluster's name when no id is known."
+        ),
+    )
     previous_states: dict[str, str] = Field(default_factory=dict, description="Connector states before the reset.")
     steps: list[StepStatus] = Field(default_factory=list, description="The step machine.")
     current_step: str | None = Field(default=None, description="The step in progress.")

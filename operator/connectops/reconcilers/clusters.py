@@ -72,6 +72,13 @@ class ClusterHandle:
             self._plugins_at = time.monotonic()
         return self._plugins
 
+    async def lock_scope(self, ttl: float) -> str:
+        """Whose reset lock guards a connector reached through this handle: one per Kafka cluster
+        and connector name, so that an alias ConnectCluster (another name, URL or Secret for the
+        same workers) takes the same lock, not a second one."""
+        cluster_id = await self.kafka_cluster_id(ttl)
+        return f"kafka/{cluster_id}" if cluster_id else self.name
+
     async def kafka_cluster_id(self, ttl: float) -> str:
         """The Kafka cluster behind the worker group, as the worker reports it: what makes two
         ConnectCluster objects (an alias, another namespace's) the same place for connectors."""

@@ -25,7 +25,7 @@ from connectops.adapters.connect_rest import (
     ConnectResponseTooLarge,
     NotKafkaConnect,
 )
-from connectops.adapters.kube import KubeClient, KubeError, KubeObjectMissing, SecretKeyMissing
+from connectops.adapters.kube import KubeClient, KubeError, KubeObjectMissing, Lock, SecretKeyMissing
 from connectops.errors import NotReadyYet, SpecInvalid
 from connectops.models.base import utcnow_iso
 from connectops.models.connector import ConnectorSpec, DesiredState, VerbTokens
@@ -234,7 +234,7 @@ class ConnectorReconciler:
             return
         if conditions.get("ReconcilePaused") is not None:
             conditions.set("ReconcilePaused", False, "AnnotationRemoved", "reconciling", event_on_change=True)
-        lock = await self._kube.lock_holder(obj.namespace, spec.cluster_ref.name, connector)
+        lock = await self._reset_lock(obj.namespace, cluster, connector)
         book_raw = obj.status.get("autoRestart") or {}
         book = RestartBook(
             count=int(book_raw.get("count", 0)),
@@ -481,6 +481,16 @@ class ConnectorReconciler:
         running = sum(1 for t in state.tasks if t.state == "RUNNING")
         status["tasksRunning"] = f"{running}/{len(state.tasks)}"
 
+    async def _reset_lock(self, namespace: str, cluster: ClusterHandle, connector: str) -> Lock | None:
+        """The reset lock on this connector, whichever ConnectCluster object the reset went
+        through (the lock is per Kafka cluster, see :meth:`ClusterHandle.lock_scope`); and the
+        lock under the ConnectCluster's name, which resets started before lock scopes still hold."""
+        scope = await cluster.lock_scope(self._settings.capabilities_ttl_seconds)
+        lock = await self._kube.lock_holder(namespace, scope, connector)
+        if lock is None and scope != cluster.name:
+            lock = await self._kube.lock_holder(namespace, cluster.name, connector)
+        return lock
+
     async def delete(self, obj: ConnectorObject, emit: EmitEvent, *, rivals: Sequence[Claim] = ()) -> None:
         """Remove the connector from Connect. A vanished ConnectCluster cannot be reached any
         more, so the finalizer is released with a warning instead of blocking deletion forever."""
@@ -510,7 +520,7 @@ class ConnectorReconciler:
         if rival is not None:
             emit("Normal", "NotDeleted", f"connector {connector} belongs to another Connector object; left in place")
             return
-        lock = await self._kube.lock_holder(obj.namespace, spec.cluster_ref.name, connector)
+        lock = await self._reset_lock(obj.namespace, cluster, connector)
         if lock is not None:
             # Deleting the connector under a running reset would pull it from under the step
             # machine (and a failed reset keeps it locked for its restore): the deletion waits,

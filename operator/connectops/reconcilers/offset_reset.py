@@ -267,8 +267,9 @@ class OffsetResetExecutor:
         except (KubeError, ValidationError):
             return
         holder = lock_holder(meta["namespace"], meta["name"], meta["uid"])
+        scope = status.get("lockScope") or cluster_name  # no scope: taken before scopes existed
         for connector in connectors:
-            await self._kube.release_lock(meta["namespace"], cluster_name, connector, holder)
+            await self._kube.release_lock(meta["namespace"], scope, connector, holder)
 
     # -- the machine ------------------------------------------------------------------------------
 
@@ -536,15 +537,19 @@ class OffsetResetExecutor:
     async def _lock(self, run: Run) -> str:
         owner = {"apiVersion": f"{GROUP}/v1alpha1", "kind": "OffsetReset", "name": run.name, "uid": run.uid}
         said = f"locked {', '.join(run.status['connectors'])}"
+        scope = run.status.get("lockScope")
+        if not scope:
+            scope = await run.cluster.lock_scope(self._settings.capabilities_ttl_seconds)
+            # recorded before the Lease exists: unlock and deletion release this very name
+            run.status["lockScope"] = scope
+            await self._save(run.namespace, run.name, run.status)
         for connector in run.status["connectors"]:
             try:
-                await self._kube.acquire_lock(run.namespace, run.cluster.name, connector, self._holder(run), owner)
+                await self._kube.acquire_lock(run.namespace, scope, connector, self._holder(run), owner)
             except LockHeld as held:
                 if not await self._restores_failed_reset(run, held.holder):
                     raise
-                await self._kube.transfer_lock(
-                    run.namespace, run.cluster.name, connector, held.holder, self._holder(run), owner
-                )
+                await self._kube.transfer_lock(run.namespace, scope, connector, held.holder, self._holder(run), owner)
                 said = f"took over the lock of the failed reset whose backup this restores ({held.holder})"
         return said
 
@@ -569,8 +574,9 @@ class OffsetResetExecutor:
         )
 
     async def _unlock(self, run: Run) -> str:
+        scope = run.status.get("lockScope") or run.cluster.name
         for connector in run.status["connectors"]:
-            await self._kube.release_lock(run.namespace, run.cluster.name, connector, self._holder(run))
+            await self._kube.release_lock(run.namespace, scope, connector, self._holder(run))
         return "released the lock"
 
     async def _inspect(self, run: Run) -> str:

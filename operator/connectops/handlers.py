@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 from collections import defaultdict
 from typing import Any
 
 import kopf
 
 from connectops import metrics
+from connectops.adapters.connect_rest import background
 from connectops.adapters.kube import KubeClient, load_kube_config
 from connectops.diffbase import DigestDiffBaseStorage
 from connectops.errors import as_kopf_error
@@ -127,6 +129,14 @@ def connector_claims(body: kopf.Body, **_: Any) -> dict[str, Claim] | None:
     return {claimed_name(name, spec): claim} if claim else None
 
 
+async def _spread() -> None:
+    """Jitter for the resync timers: kopf fires every object's timer on the same period, so the
+    objects seen at start-up would resync in one burst forever; a random delay of up to a tenth
+    of the period (before the object's lock is taken, so no change waits for it) spreads them,
+    and since the next run is timed from the end of this one, they stay spread."""
+    await asyncio.sleep(random.uniform(0, SETTINGS.resync_seconds * 0.1))
+
+
 def _claims(kwargs: dict[str, Any]) -> ClaimIndex:
     # kopf passes each index as a keyword named after its function; its callback protocols do
     # not declare user indexes, so they are taken from the keywords rather than the signature
@@ -160,7 +170,9 @@ async def connector_changed(body: kopf.Body, patch: kopf.Patch, retry: int, **kw
 @kopf.timer(GROUP, VERSION, "connectors", interval=SETTINGS.resync_seconds, initial_delay=SETTINGS.resync_seconds)
 async def connector_resync(body: kopf.Body, patch: kopf.Patch, **kwargs: Any) -> None:
     # timers have no retry counter: a failing resync retries at the base delay
-    await _reconcile_connector(body, patch, 0, _claims(kwargs), periodic=True)
+    await _spread()
+    with background():
+        await _reconcile_connector(body, patch, 0, _claims(kwargs), periodic=True)
 
 
 @kopf.on.delete(GROUP, VERSION, "connectors")
@@ -208,7 +220,9 @@ async def cluster_changed(body: kopf.Body, patch: kopf.Patch, retry: int, **_: A
     initial_delay=SETTINGS.resync_seconds,
 )
 async def cluster_resync(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
-    await _reconcile_cluster(body, patch, 0)
+    await _spread()
+    with background():
+        await _reconcile_cluster(body, patch, 0)
 
 
 @kopf.on.delete(GROUP, VERSION, "connectclusters", optional=True)
@@ -269,11 +283,13 @@ async def _hand_back(reset_body: Any, claims: ClaimIndex) -> None:
 async def offset_reset_check(body: kopf.Body, **_: Any) -> None:
     """Follows the lag/balance check a finished reset launched, until its verdict is published."""
     rt = runtime()
-    async with rt.locks[body["metadata"]["uid"]]:
-        try:
-            await rt.resets.follow_check(body, _emitter(body))
-        except Exception as exc:
-            raise _retry_later(exc, 0) from None
+    await _spread()
+    with background():
+        async with rt.locks[body["metadata"]["uid"]]:
+            try:
+                await rt.resets.follow_check(body, _emitter(body))
+            except Exception as exc:
+                raise _retry_later(exc, 0) from None
 
 
 @kopf.on.delete(GROUP, VERSION, "offsetresets", optional=True)

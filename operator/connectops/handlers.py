@@ -21,6 +21,7 @@ from connectops.adapters.kube import KubeClient, load_kube_config
 from connectops.diffbase import DigestDiffBaseStorage
 from connectops.errors import as_kopf_error
 from connectops.models import GROUP, VERSION
+from connectops.object_metrics import OBJECTS
 from connectops.planning.ownership import Claim
 from connectops.reconcilers.checks import CheckRunner, check_defaults
 from connectops.reconcilers.clusters import ClusterRegistry
@@ -111,6 +112,8 @@ def _publish(outcome: Outcome, body: Any, patch: kopf.Patch, retry: int, kind: s
 
 
 ClaimIndex = kopf.Index[str, Claim]
+#: the Events a resync emits when it put Connect back to the spec
+_DRIFT_REASONS = frozenset({"DriftCorrected", "StateDriftCorrected"})
 
 
 @kopf.index(GROUP, VERSION, "connectors")
@@ -151,12 +154,25 @@ def _rivals(claims: ClaimIndex, body: Any) -> list[Claim]:
 async def _reconcile_connector(body: Any, patch: kopf.Patch, retry: int, claims: ClaimIndex, *, periodic: bool) -> None:
     rt = runtime()
     obj = ConnectorObject.from_body(body)
+    corrected: list[str] = []
+    emit = _emitter(body)
+
+    def counting(type_: str, reason: str, message: str) -> None:
+        if reason in _DRIFT_REASONS:
+            corrected.append(reason)
+        emit(type_, reason, message)
+
     with metrics.RECONCILE_SECONDS.labels(kind="Connector").time():
         async with rt.locks[body["metadata"]["uid"]]:
-            outcome = await rt.connectors.reconcile(
-                obj, _emitter(body), periodic=periodic, rivals=_rivals(claims, body)
-            )
+            outcome = await rt.connectors.reconcile(obj, counting, periodic=periodic, rivals=_rivals(claims, body))
     metrics.RECONCILES.labels(kind="Connector", trigger="timer" if periodic else "change").inc()
+    OBJECTS.observe_connector(
+        obj.namespace,
+        obj.name,
+        body.get("spec") or {},
+        {**(body.get("status") or {}), **outcome.status},
+        drift=bool(corrected),
+    )
     _publish(outcome, body, patch, retry, "Connector")
 
 
@@ -178,6 +194,7 @@ async def connector_resync(body: kopf.Body, patch: kopf.Patch, **kwargs: Any) ->
 @kopf.on.delete(GROUP, VERSION, "connectors")
 async def connector_deleted(body: kopf.Body, retry: int, **kwargs: Any) -> None:
     rt = runtime()
+    OBJECTS.forget("Connector", body["metadata"]["namespace"], body["metadata"]["name"])
     async with rt.locks[body["metadata"]["uid"]]:
         try:
             rivals = _rivals(_claims(kwargs), body)
@@ -241,6 +258,7 @@ async def cluster_deleted(body: kopf.Body, **_: Any) -> None:
 async def offset_reset(body: kopf.Body, retry: int, **kwargs: Any) -> None:
     """Runs (or resumes) the step machine; it writes its own status step by step."""
     rt = runtime()
+    OBJECTS.observe_reset(body["metadata"]["namespace"], body["metadata"]["name"], body.get("status") or {})
     try:
         async with rt.locks[body["metadata"]["uid"]]:
             ended = await rt.resets.run(body, _emitter(body), _claims(kwargs))
@@ -283,6 +301,7 @@ async def _hand_back(reset_body: Any, claims: ClaimIndex) -> None:
 async def offset_reset_check(body: kopf.Body, **_: Any) -> None:
     """Follows the lag/balance check a finished reset launched, until its verdict is published."""
     rt = runtime()
+    OBJECTS.observe_reset(body["metadata"]["namespace"], body["metadata"]["name"], body.get("status") or {})
     await _spread()
     with background():
         async with rt.locks[body["metadata"]["uid"]]:
@@ -296,4 +315,5 @@ async def offset_reset_check(body: kopf.Body, **_: Any) -> None:
 async def offset_reset_deleted(body: kopf.Body, **_: Any) -> None:
     """Deleting a reset releases its lock (the Lease is owned by it, so garbage collection would
     too, where a controller manager runs)."""
+    OBJECTS.forget("OffsetReset", body["metadata"]["namespace"], body["metadata"]["name"])
     await runtime().resets.release(body)

@@ -117,4 +117,4 @@ def test_restart_tokens_act_once_and_never_cause_drift(k8s: K8s, connect: Connec
             assert "connectops.io/reconcile" not in owned, entry
         # deleted while the proxy still stands: the finalizer deletes the connector through it
         k8s.delete("connectors", name)
-        wait_for(lambda: not k8s.exists("connectors", name), 60, "the Connector deleted")
+        wait_for(lambda: not k8s.exists("connectors", name), 120, "the Connector deleted")

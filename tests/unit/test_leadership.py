@@ -55,3 +55,27 @@ def test_fence_is_a_no_op_until_installed_then_asks_every_time() -> None:
     finally:
         fence._ensure = None
     assert asked == [1, 1]
+
+
+def test_a_lease_call_that_times_out_is_a_failure_the_election_retries() -> None:
+    """The library catches only ApiException: a timeout must become one, not end the renew loop."""
+    import urllib3
+    from kubernetes.client.exceptions import ApiException
+    from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock
+
+    from connectops.adapters.leadership import _TimedLeases
+
+    seen: dict[str, object] = {}
+
+    class Hung:
+        def read_namespaced_lease(self, name: str, namespace: str, **kw: object) -> None:
+            seen.update(kw)
+            raise urllib3.exceptions.ReadTimeoutError(None, "/", "read timed out")  # type: ignore[arg-type]
+
+    lock = LeaseLock("l", "ops", "me")
+    lock.api_instance = _TimedLeases(Hung(), 2.5)
+    found, error = lock.get("l", "ops")
+    assert found is False
+    assert isinstance(error, ApiException)
+    assert "ReadTimeoutError" in str(error.reason)
+    assert seen == {"_request_timeout": 2.5}

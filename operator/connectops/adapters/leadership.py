@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.leaderelection import electionconfig, leaderelection
@@ -70,22 +71,30 @@ class LeaseSettings:
 
 
 class _TimedLeases:
-    """The three Lease calls the library makes, each with a deadline."""
+    """The three Lease calls the library makes, each with a deadline, and a network failure turned
+    into the ApiException the library handles: it only catches that, so a timeout would otherwise
+    end the renew loop at once instead of being retried until the renew deadline."""
 
-    def __init__(self, api: client.CoordinationV1Api, timeout_s: float) -> None:
+    def __init__(self, api: Any, timeout_s: float) -> None:
         self._api = api
         self._timeout = timeout_s
 
+    def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, _request_timeout=self._timeout, **kwargs)
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise ApiException(
+                status=0, reason=f"{type(exc).__name__} (no answer within {self._timeout:g} s)"
+            ) from None
+
     def read_namespaced_lease(self, name: str, namespace: str) -> Any:
-        return self._api.read_namespaced_lease(name, namespace, _request_timeout=self._timeout)
+        return self._call(self._api.read_namespaced_lease, name, namespace)
 
     def create_namespaced_lease(self, namespace: str, body: Any) -> Any:
-        return self._api.create_namespaced_lease(namespace, body, _request_timeout=self._timeout)
+        return self._call(self._api.create_namespaced_lease, namespace, body)
 
     def replace_namespaced_lease(self, name: str, namespace: str, body: Any) -> Any:
-        return self._api.replace_namespaced_lease(
-            name=name, namespace=namespace, body=body, _request_timeout=self._timeout
-        )
+        return self._call(self._api.replace_namespaced_lease, name=name, namespace=namespace, body=body)
 
 
 class _FencedLock(LeaseLock):

@@ -100,6 +100,35 @@ def parser() -> argparse.ArgumentParser:
         help=f"records a topic needs in the window before its balance is judged (default {d.min_traffic})",
     )
     th.add_argument("--window", type=int, default=d.window, help=f"Burrow window in samples (default {d.window})")
+    th.add_argument(
+        "--allowed-lag",
+        type=int,
+        default=d.allowed_lag,
+        help=f"Burrow allowed-lag: a partition this close is OK (default {d.allowed_lag})",
+    )
+    th.add_argument(
+        "--minimum-complete",
+        type=float,
+        default=d.minimum_complete,
+        help=f"Burrow minimum-complete: rings less full are OK, not judged (default {d.minimum_complete})",
+    )
+    intent = p.add_argument_group("what the connector is meant to be doing")
+    intent.add_argument(
+        "--desired-state",
+        choices=["running", "paused", "stopped"],
+        default=d.desired_state,
+        help="the state its spec asks for: paused/stopped verdicts are PAUSED/STOPPED, not UNHEALTHY",
+    )
+    intent.add_argument("--reset-in-progress", action="store_true", help="an offset reset holds it stopped")
+    intent.add_argument("--after-reset", metavar="ACTION", help="the check follows this offset reset action")
+    intent.add_argument(
+        "--max-lag-while-paused", type=int, help="records of lag after which a paused connector is UNHEALTHY"
+    )
+    intent.add_argument(
+        "--max-time-lag-while-paused",
+        type=duration_s,
+        help="time lag after which a paused connector is UNHEALTHY (e.g. 30m)",
+    )
     th.add_argument("--top-n", type=int, default=d.top_n, help=f"partitions listed per list (default {d.top_n})")
     out = p.add_argument_group("spark and output")
     out.add_argument(
@@ -181,6 +210,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         min_traffic=args.min_traffic,
         window=args.window,
         top_n=args.top_n,
+        allowed_lag=args.allowed_lag,
+        minimum_complete=args.minimum_complete,
+        desired_state=args.desired_state,
+        reset_in_progress=args.reset_in_progress,
+        after_reset=args.after_reset,
+        max_lag_while_paused=args.max_lag_while_paused,
+        max_time_lag_while_paused_s=args.max_time_lag_while_paused,
     )
     snapshot = _snapshot(args)
     spark = None
@@ -196,6 +232,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.error("either --snapshot, or all of --bootstrap, --connect-url and --connector")
     if args.samples < 1:
         p.error("--samples must be at least 1")
+    if args.allowed_lag < 0 or not 0.0 <= args.minimum_complete <= 1.0:
+        p.error("--allowed-lag must be >= 0 and --minimum-complete within 0..1")
+    if args.max_lag_while_paused is not None and args.max_lag_while_paused < 0:
+        p.error("--max-lag-while-paused must be >= 0")
     try:
         verdict = run(args)
         text = json.dumps(verdict, indent=2, sort_keys=False)

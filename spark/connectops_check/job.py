@@ -87,5 +87,12 @@ def run_check(snapshot: Snapshot, settings: Settings, spark: SparkSession | None
         return build(snapshot, None, settings)
     if spark is None:
         raise ValueError("this snapshot has partitions to measure: a SparkSession is required")
-    results = metrics.compute(spark, snapshot_tables(snapshot), window=settings.window, top_n=settings.top_n)
+    results = metrics.compute(
+        spark,
+        snapshot_tables(snapshot),
+        window=settings.window,
+        top_n=settings.top_n,
+        allowed_lag=settings.allowed_lag,
+        minimum_complete=settings.minimum_complete,
+    )
     return build(snapshot, results, settings)

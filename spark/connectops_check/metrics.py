@@ -13,33 +13,46 @@ Lag
     a moment after the log-end it is compared with. Without a position the basis falls back to
     log-start, then window-start offset, then 0 (see ``LagBasis``).
 
-Burrow status (``core/internal/evaluator/caching.go``, rule order kept)
-    Burrow evaluates a ring of the last ``window`` offset commits per partition; here the
-    ring is the last ``window`` samples, and a sample is an entry when it holds a position.
-    Samples without one are skipped like Burrow's empty (nil) ring slots and only lower
-    ``complete`` (entries / window); in Burrow they can only lead the ring, here a gap can
-    also follow a deleted offset. ``current lag`` is the lag at the last sample; ``now`` is
-    the last sample's time.
+Burrow status (linkedin/Burrow ``core/internal/evaluator/caching.go`` at ced55ba, v1.9.5)
+    Burrow keeps per partition a ring of the last ``intervals`` offset commits (offset,
+    commit time, lag at commit) and a ring of the last ``intervals`` broker log-end offsets.
+    Here both rings are the last ``window`` samples: a sample is a commit entry when it holds
+    a position (samples without one are skipped like Burrow's nil slots and only lower
+    ``complete`` = entries / window), and every sample's log-end is a broker offset. ``current
+    lag`` is the lag at the last sample; ``now`` is the last sample's time. In Burrow's order
+    (``evaluatePartitionStatus``, ``calculatePartitionStatus``):
 
-    0. OK when ``current lag == 0``, or when there are no entries (nothing to judge).
-    1. OK when the lag was 0 at any entry (Burrow's rule 1, the "allowance").
-    2. REWIND when any entry's offset is lower than the previous entry's.
-    3. STOP when ``now - last commit > last commit - first commit`` (the consumer stopped
-       committing for longer than the span its commits covered).
-    4. STALL when every entry has the same offset (committing, but not moving).
-    5. WARN when the lag never decreased from one entry to the next.
-    6. otherwise OK.
+    0. OK when there are no entries, or ``complete < minimum-complete`` (not judged).
+    1. OK when ``current lag <= allowed-lag``.
+    2. STOP when ``now - last commit > last commit - first commit``, unless some broker
+       log-end in the ring is ``<=`` the last committed offset (``checkIfRecentLagZero``: the
+       consumer was caught up recently).
+    3. REWIND when an offset is lower than the one before it (the first such drop) and no
+       later entry is back at the offset before the drop (``checkIfRewindRecovered``).
+    4. OK when any entry's lag is ``<= allowed-lag`` (rule 1); nil lags are skipped.
+    5. STALL when every entry has the same offset.
+    6. WARN when no (non-nil) lag is lower than the previous non-nil lag.
+    7. otherwise OK.
 
-    Kafka does not expose commit times, so "commit time" is derived from ownership.
-    A partition whose owner is alive (a group member, or MM2 task, holding it, whose Connect
-    task is RUNNING) is treated as committing at every sample: its commit times are the sample
-    times, so it can STALL but never STOP. Otherwise, a commit time is the first sample at
-    which the current offset was seen (looking back over all samples, not only the window),
-    because nothing re-commits an unchanged offset: Connect's sink task skips a commit when
-    offsets did not change, and a partition with no live owner has no one to commit. So a
-    paused or dead consumer is STOP, a live one that does not move is STALL, as Burrow would
-    see them. Without ownership data every partition takes the second rule (what Burrow
-    itself sees for a Connect sink).
+    The group status is the worst partition, STOP/STALL/REWIND reported as ERR; the group's
+    ``complete`` is the share of partitions whose ring is full (``results``, ``verdict``).
+    ``burrow_status`` is that evaluation alone, on explicit rings: tests run Burrow's own test
+    table (``caching_test.go``) through it on both engines.
+
+    Where this differs from Burrow: Kafka does not return commit times with the committed
+    offsets, and the collection only knows what it sampled, so "commit time" is derived
+    (``commit_ring``). A partition whose owner is alive (a group member, or MM2 task, holding
+    it, whose Connect task is RUNNING) is taken to commit at every sample: its commit times
+    are the sample times, so it can STALL but never STOP. Otherwise a commit time is the first
+    sample at which the current offset was seen, because nothing re-commits an unchanged
+    offset (Connect's sink task skips a commit when its offsets did not change, and a
+    partition with no live owner has no one to commit). Two consequences, each shown by a
+    test: (a) an offset unchanged since before the first sample has a commit span of 0, so a
+    silent unowned partition is STOP at once, where Burrow, remembering commits from before,
+    waits until the silence exceeds its ring's span; (b) a live member that keeps its
+    partitions but no longer commits reads STALL here where Burrow, seeing the old commit
+    times, would say STOP. Without ownership data (the test broker lists no members) every
+    partition takes the second rule.
 
 Traffic and balance
     ``traffic = max(last log_end - window-start offset, 0)`` per partition; window-start is
@@ -64,6 +77,7 @@ from connectops_check.results import (
     MetricResults,
     PartitionLag,
     PartitionStatus,
+    TopicLag,
     TrafficStats,
 )
 
@@ -107,69 +121,201 @@ def live_owners(assignments: DataFrame, members: DataFrame) -> DataFrame:
     )
 
 
-def partition_table(lagged: DataFrame, owners: DataFrame, n_samples: int, window: int, now_ms: int) -> DataFrame:
-    """One row per partition: current lag, basis, Burrow status, completeness, traffic, owned.
+def commit_ring(lagged: DataFrame, owners: DataFrame, n_samples: int, window: int) -> DataFrame:
+    """Burrow's ring of offset commits, derived from the samples: ``(topic, partition, slot,
+    offset, ts_ms, lag)``, one row per sample of the last ``window`` that holds a position.
 
-    A single window pass over the full history and a single aggregation: the run-start
-    (first time the current offset was seen) needs all samples; every Burrow rule only
-    looks at entries inside the window, which the ``entry`` flag selects.
+    The commit time is derived (see the module docstring): the sample time for a partition a
+    live member holds, else the first sample at which the current offset was seen.
     """
     w = Window.partitionBy(*TP).orderBy("sample_idx")
-    w_before = w.rowsBetween(Window.unboundedPreceding, -1)
-    pos, lag, ts = F.col("position"), F.col("lag"), F.col("ts_ms")
+    pos, ts = F.col("position"), F.col("ts_ms")
     prev_row_pos = F.lag(pos).over(w)
     changed = pos.isNotNull() & (prev_row_pos.isNull() | (pos != prev_row_pos))
-    entry = (F.col("sample_idx") >= F.lit(max(n_samples - window, 0))) & pos.isNotNull()
-    rows = (
-        lagged.withColumn("entry", entry)
-        .withColumn("run_start", F.max(F.when(changed, ts)).over(w))
-        .withColumn("prev_pos", F.last(F.when(F.col("entry"), pos), ignorenulls=True).over(w_before))
-        .withColumn("prev_lag", F.last(F.when(F.col("entry"), lag), ignorenulls=True).over(w_before))
-    )
-    is_entry = F.col("entry")
-
-    def any_entry(cond: Column) -> Column:
-        return F.coalesce(F.bool_or(is_entry & cond), F.lit(False))
-
-    per_partition = rows.groupBy(*TP).agg(
-        F.max_by(lag, "sample_idx").alias("lag"),
-        F.max_by("basis", "sample_idx").alias("basis"),
-        F.count(F.when(is_entry, 1)).alias("n_entries"),
-        any_entry(lag == 0).alias("lag_was_zero"),
-        any_entry(pos < F.col("prev_pos")).alias("rewound"),
-        any_entry(pos != F.col("prev_pos")).alias("moved"),
-        any_entry(lag < F.col("prev_lag")).alias("lag_decreased"),
-        F.min(F.when(is_entry, ts)).alias("first_ts"),
-        F.max(F.when(is_entry, ts)).alias("last_ts"),
-        F.min(F.when(is_entry, F.col("run_start"))).alias("first_run"),
-        F.max(F.when(is_entry, F.col("run_start"))).alias("last_run"),
-        F.max_by("log_end", "sample_idx").alias("last_log_end"),
-        F.min_by("log_end", "sample_idx").alias("first_log_end"),
-        F.max("ws_offset").alias("ws_offset"),
-    )
     live = F.coalesce(F.col("live"), F.lit(False))
-    first_commit = F.when(live, F.col("first_ts")).otherwise(F.col("first_run"))
-    last_commit = F.when(live, F.col("last_ts")).otherwise(F.col("last_run"))
-    stopped = (F.lit(now_ms) - last_commit) > (last_commit - first_commit)
-    judged = (F.col("lag") > 0) & (F.col("n_entries") > 0) & ~F.col("lag_was_zero")
-    status = F.when(
-        judged,
-        F.when(F.col("rewound"), PartitionStatus.REWIND.value)
-        .when(stopped, PartitionStatus.STOP.value)
-        .when(~F.col("moved"), PartitionStatus.STALL.value)
-        .when(~F.col("lag_decreased"), PartitionStatus.WARN.value)
-        .otherwise(PartitionStatus.OK.value),
-    ).otherwise(PartitionStatus.OK.value)
-    start = F.coalesce(F.col("ws_offset"), F.col("first_log_end"))
-    return per_partition.join(owners, TP, "left").select(
+    rows = lagged.join(F.broadcast(owners), TP, "left").withColumn("run_start", F.max(F.when(changed, ts)).over(w))
+    entry = (F.col("sample_idx") >= F.lit(max(n_samples - window, 0))) & pos.isNotNull()
+    return rows.filter(entry).select(
         *TP,
-        "lag",
-        "basis",
-        status.alias("status"),
-        (F.col("n_entries") / F.lit(float(window))).alias("complete"),
-        F.greatest(F.col("last_log_end") - start, F.lit(0).cast("long")).alias("traffic"),
-        F.col("live").isNotNull().alias("owned"),
+        F.col("sample_idx").alias("slot"),
+        pos.alias("offset"),
+        F.when(live, ts).otherwise(F.col("run_start")).alias("ts_ms"),
+        F.col("lag"),
     )
+
+
+def broker_ring(lagged: DataFrame, n_samples: int, window: int) -> DataFrame:
+    """Burrow's ring of broker log-end offsets: the last ``window`` samples' ``(topic, partition, log_end)``."""
+    return lagged.filter(F.col("sample_idx") >= F.lit(max(n_samples - window, 0))).select(*TP, "log_end")
+
+
+def burrow_status(
+    entries: DataFrame,
+    broker: DataFrame,
+    current: DataFrame,
+    now_ms: int,
+    window: int,
+    allowed_lag: int = 0,
+    minimum_complete: float = 0.0,
+) -> DataFrame:
+    """Burrow's ``evaluatePartitionStatus`` + ``calculatePartitionStatus`` for every partition.
+
+    ``entries``: ``(topic, partition, slot, offset, ts_ms, lag)`` commits in ring order (``lag``
+    may be null, skipped as Burrow skips nil lags); ``broker``: ``(topic, partition,
+    log_end)``; ``current``: ``(topic, partition, current_lag)``, one row per partition to
+    judge. Returns ``(topic, partition, status, complete)`` for every row of ``current``.
+    """
+    w = Window.partitionBy(*TP).orderBy("slot")
+    w_all = w.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    w_before = w.rowsBetween(Window.unboundedPreceding, -1)
+    off, lag, ts, slot = F.col("offset"), F.col("lag"), F.col("ts_ms"), F.col("slot")
+    rows = entries.withColumn("prev_off", F.lag(off).over(w)).withColumn(
+        "prev_lag", F.last(lag, ignorenulls=True).over(w_before)
+    )
+    rows = rows.withColumn("rewind_slot", F.min(F.when(off < F.col("prev_off"), slot)).over(w_all))
+
+    def any_of(cond: Column) -> Column:
+        return F.coalesce(F.bool_or(cond), F.lit(False))
+
+    ring = rows.groupBy(*TP).agg(
+        F.count(F.lit(1)).alias("n_entries"),
+        F.min_by(ts, slot).alias("first_ts"),
+        F.max_by(ts, slot).alias("last_ts"),
+        F.max_by(off, slot).alias("last_off"),
+        F.min(off).alias("min_off"),
+        F.max(off).alias("max_off"),
+        any_of(lag <= F.lit(allowed_lag)).alias("lag_allowed_seen"),
+        any_of(lag < F.col("prev_lag")).alias("lag_decreased"),
+        F.max("rewind_slot").alias("rewind_slot"),
+        F.max(F.when(slot == F.col("rewind_slot"), F.col("prev_off"))).alias("before_rewind"),
+        F.max(F.when(slot >= F.col("rewind_slot"), off)).alias("after_rewind_max"),
+    )
+    lowest_broker = broker.groupBy(*TP).agg(F.min("log_end").alias("min_broker"))
+    judged = current.join(ring, TP, "left").join(lowest_broker, TP, "left")
+    n = F.coalesce(F.col("n_entries"), F.lit(0))
+    complete = n / F.lit(float(window))
+    last_ts, first_ts = F.col("last_ts"), F.col("first_ts")
+    stopped = (F.lit(now_ms) - last_ts) > (last_ts - first_ts)
+    recent_lag_zero = F.coalesce(F.col("min_broker") <= F.col("last_off"), F.lit(False))
+    unrecovered = F.col("rewind_slot").isNotNull() & ~(F.col("after_rewind_max") >= F.col("before_rewind"))
+    always_lagging = ~F.col("lag_allowed_seen")
+    status = (
+        F.when((n == 0) | (complete < F.lit(minimum_complete)), PartitionStatus.OK.value)
+        .when(F.col("current_lag") <= F.lit(allowed_lag), PartitionStatus.OK.value)
+        .when(stopped & ~recent_lag_zero, PartitionStatus.STOP.value)
+        .when(unrecovered, PartitionStatus.REWIND.value)
+        .when(always_lagging & (F.col("min_off") == F.col("max_off")), PartitionStatus.STALL.value)
+        .when(always_lagging & ~F.col("lag_decreased"), PartitionStatus.WARN.value)
+        .otherwise(PartitionStatus.OK.value)
+    )
+    return judged.select(*TP, status.alias("status"), complete.alias("complete"))
+
+
+def partition_table(
+    lagged: DataFrame,
+    owners: DataFrame,
+    n_samples: int,
+    window: int,
+    now_ms: int,
+    allowed_lag: int = 0,
+    minimum_complete: float = 0.0,
+) -> DataFrame:
+    """One row per partition: current lag, basis, Burrow status, completeness, traffic, owned,
+    time lag, consume and produce rates, and the catch-up ETA."""
+    w = Window.partitionBy(*TP).orderBy("sample_idx")
+    w_all = w.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    pos, le, ts, idx = F.col("position"), F.col("log_end"), F.col("ts_ms"), F.col("sample_idx")
+    rows = (
+        lagged.withColumn("prev_le", F.lag(le).over(w))
+        .withColumn("prev_ts", F.lag(ts).over(w))
+        .withColumn("c", F.last(pos).over(w_all))
+    )
+    # the newest (previous, this) log-end segment that holds the last committed offset
+    holds = F.when((F.col("prev_le") <= F.col("c")) & (F.col("c") <= le), idx)
+    per_partition = rows.groupBy(*TP).agg(
+        F.max_by("lag", "sample_idx").alias("lag"),
+        F.max_by("basis", "sample_idx").alias("basis"),
+        F.max_by(le, "sample_idx").alias("last_log_end"),
+        F.min_by(le, "sample_idx").alias("first_log_end"),
+        F.max("ws_offset").alias("ws_offset"),
+        F.count(F.lit(1)).alias("n_points"),
+        F.min(ts).alias("first_ts"),
+        F.max(ts).alias("last_ts"),
+        F.max("c").alias("c"),
+        F.max_by("prev_le", holds).alias("l_le"),
+        F.max_by("prev_ts", holds).alias("l_ts"),
+        F.max_by(le, holds).alias("r_le"),
+        F.max_by(ts, holds).alias("r_ts"),
+        F.min_by(pos, F.when(pos.isNotNull(), idx)).alias("first_pos"),
+        F.max_by(pos, F.when(pos.isNotNull(), idx)).alias("last_pos"),
+        F.min(F.when(pos.isNotNull(), ts)).alias("first_pos_ts"),
+        F.max(F.when(pos.isNotNull(), ts)).alias("last_pos_ts"),
+    )
+    statuses = burrow_status(
+        commit_ring(lagged, owners, n_samples, window),
+        broker_ring(lagged, n_samples, window),
+        per_partition.select(*TP, F.col("lag").alias("current_lag")),
+        now_ms,
+        window,
+        allowed_lag,
+        minimum_complete,
+    )
+    start = F.coalesce(F.col("ws_offset"), F.col("first_log_end"))
+    return (
+        per_partition.join(statuses, TP)
+        .join(owners, TP, "left")
+        .select(
+            *TP,
+            "lag",
+            "basis",
+            "status",
+            "complete",
+            F.greatest(F.col("last_log_end") - start, F.lit(0).cast("long")).alias("traffic"),
+            F.col("live").isNotNull().alias("owned"),
+            *_time_lag_and_rates(now_ms),
+        )
+    )
+
+
+def _time_lag_and_rates(now_ms: int) -> list[Column]:
+    """Kafka Lag Exporter's time lag, the rates and the ETA, from ``partition_table``'s aggregates.
+
+    Time lag: the committed offset ``c`` looked up on the (log-end, sample time) points;
+    interpolated on the newest segment that holds it, else extrapolated along the first and
+    last points (``LookupTable.lookup``); ``now - predicted time``, floored at 0. Zero when
+    ``c`` is at or past the last log-end; unknown (null) without a committed offset, with
+    fewer than two points, or when the log-end never moved (nothing to extrapolate along).
+    """
+    c, last_le = F.col("c"), F.col("last_log_end")
+    found = F.col("r_le").isNotNull()
+    l_le = F.when(found, F.col("l_le")).otherwise(F.col("first_log_end"))
+    l_ts = F.when(found, F.col("l_ts")).otherwise(F.col("first_ts"))
+    r_le = F.when(found, F.col("r_le")).otherwise(last_le)
+    r_ts = F.when(found, F.col("r_ts")).otherwise(F.col("last_ts"))
+    dy = (r_le - l_le).cast("double")
+    predicted = r_ts - (r_le - c).cast("double") * (r_ts - l_ts).cast("double") / dy
+    time_lag = (
+        F.when(c.isNull(), F.lit(None).cast("double"))
+        .when(c >= last_le, F.lit(0.0))
+        .when((F.col("n_points") < 2) | (dy == 0), F.lit(None).cast("double"))
+        .otherwise(F.greatest((F.lit(float(now_ms)) - predicted) / 1000.0, F.lit(0.0)))
+    )
+    span_s = (F.col("last_ts") - F.col("first_ts")).cast("double") / 1000.0
+    produce = F.when(span_s > 0, (last_le - F.col("first_log_end")).cast("double") / span_s)
+    pos_span_s = (F.col("last_pos_ts") - F.col("first_pos_ts")).cast("double") / 1000.0
+    consume = F.when(pos_span_s > 0, (F.col("last_pos") - F.col("first_pos")).cast("double") / pos_span_s)
+    return [
+        time_lag.alias("time_lag_s"),
+        consume.alias("consume_rate"),
+        produce.alias("produce_rate"),
+        eta_seconds(F.col("lag"), consume, produce).alias("eta_s"),
+    ]
+
+
+def eta_seconds(lag: Column, consume: Column, produce: Column) -> Column:
+    """Time to catch up: 0 without lag, ``lag / (consume - produce)`` while the consumer gains,
+    else null (it is not catching up, or the rates are unknown)."""
+    return F.when(lag == 0, F.lit(0.0)).when(consume > produce, lag.cast("double") / (consume - produce))
 
 
 def traffic_stats(partitions: DataFrame) -> DataFrame:
@@ -206,6 +352,25 @@ def traffic_stats(partitions: DataFrame) -> DataFrame:
     )
 
 
+def topic_lag_table(partitions: DataFrame) -> DataFrame:
+    """Per-topic lag, time lag, rates and ETA, plus one row for the connector (``"*"``)."""
+    cols = partitions.select("topic", "lag", "time_lag_s", "consume_rate", "produce_rate")
+    both = cols.unionByName(cols.withColumn("topic", F.lit(ALL_TOPICS)))
+    n = F.count(F.lit(1))
+
+    def all_known(name: str) -> Column:
+        return F.when(F.count(name) == n, F.sum(name))
+
+    agg = both.groupBy("topic").agg(
+        n.alias("n"),
+        F.sum("lag").alias("lag"),
+        F.max("time_lag_s").alias("time_lag_s"),
+        all_known("consume_rate").alias("consume_rate"),
+        all_known("produce_rate").alias("produce_rate"),
+    )
+    return agg.withColumn("eta_s", eta_seconds(F.col("lag"), F.col("consume_rate"), F.col("produce_rate")))
+
+
 def member_loads(assignments: DataFrame, members: DataFrame) -> DataFrame:
     """Partitions held per member, members holding nothing included (they count in the mean)."""
     counts = assignments.groupBy("member_id").agg(F.count(F.lit(1)).alias("partitions"))
@@ -214,20 +379,31 @@ def member_loads(assignments: DataFrame, members: DataFrame) -> DataFrame:
     )
 
 
-def partition_frame(spark: SparkSession, tables: Tables, window: int = 10) -> DataFrame:
+def partition_frame(
+    spark: SparkSession, tables: Tables, window: int = 10, allowed_lag: int = 0, minimum_complete: float = 0.0
+) -> DataFrame:
     """The per-partition table alone (what tests compare row by row with the reference)."""
     frames = load(spark, tables)
     lagged = with_lag(frames["samples"], frames["window_start"])
     owners = live_owners(frames["assignments"], frames["members"])
-    return partition_table(lagged, owners, tables.n_samples, window, tables.now_ms)
+    return partition_table(lagged, owners, tables.n_samples, window, tables.now_ms, allowed_lag, minimum_complete)
 
 
-def compute(spark: SparkSession, tables: Tables, window: int = 10, top_n: int = 20) -> MetricResults:
+def compute(
+    spark: SparkSession,
+    tables: Tables,
+    window: int = 10,
+    top_n: int = 20,
+    allowed_lag: int = 0,
+    minimum_complete: float = 0.0,
+) -> MetricResults:
     """Runs every metric on Spark and collects the bounded summaries."""
     frames = load(spark, tables)
     lagged = with_lag(frames["samples"], frames["window_start"])
     owners = live_owners(frames["assignments"], frames["members"])
-    parts = partition_table(lagged, owners, tables.n_samples, window, tables.now_ms).cache()
+    parts = partition_table(
+        lagged, owners, tables.n_samples, window, tables.now_ms, allowed_lag, minimum_complete
+    ).cache()
     try:
         return _collect(lagged, parts, frames, tables, top_n)
     finally:
@@ -249,6 +425,7 @@ def _collect(
         F.sum("lag").alias("total"),
         F.max("lag").alias("max"),
         count_where(~F.col("owned")).alias("unowned"),
+        count_where(F.col("complete") >= F.lit(1.0)).alias("complete"),
         *[count_where(F.col("basis") == b).alias(f"basis_{b}") for b in bases],
         *[count_where(F.col("status") == s).alias(f"status_{s}") for s in statuses],
     ).first()
@@ -262,6 +439,7 @@ def _collect(
         .limit(top_n)
     )
     stats = [_traffic(r) for r in traffic_stats(parts).collect()]
+    topic_lags = [_topic_lag(r) for r in topic_lag_table(parts).collect()]
     members: list[MemberLoad] = []
     if tables.owners_known:
         loads = member_loads(frames["assignments"], frames["members"]).orderBy(F.desc("partitions"), "member_id")
@@ -288,7 +466,14 @@ def _collect(
         traffic_overall=next((s for s in stats if s.topic == ALL_TOPICS), None),
         members=members,
         unassigned_partitions=int(totals["unowned"]) if tables.owners_known else None,
+        complete_partitions=int(totals["complete"]),
+        topic_lags=sorted((t for t in topic_lags if t.topic != ALL_TOPICS), key=lambda t: t.topic),
+        overall_lag=next((t for t in topic_lags if t.topic == ALL_TOPICS), None),
     )
+
+
+def _opt(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 def _partition_lag(row: Any) -> PartitionLag:
@@ -299,6 +484,22 @@ def _partition_lag(row: Any) -> PartitionLag:
         basis=row["basis"],
         status=row["status"],
         complete=float(row["complete"]),
+        time_lag_s=_opt(row["time_lag_s"]),
+        consume_rate=_opt(row["consume_rate"]),
+        produce_rate=_opt(row["produce_rate"]),
+        eta_s=_opt(row["eta_s"]),
+    )
+
+
+def _topic_lag(row: Any) -> TopicLag:
+    return TopicLag(
+        topic=row["topic"],
+        partitions=int(row["n"]),
+        lag=int(row["lag"]),
+        time_lag_s=_opt(row["time_lag_s"]),
+        consume_rate=_opt(row["consume_rate"]),
+        produce_rate=_opt(row["produce_rate"]),
+        eta_s=_opt(row["eta_s"]),
     )
 
 

@@ -55,12 +55,37 @@ class LagBasis(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class PartitionLag:
+    """One partition. Rates are records per second over the samples; ``time_lag_s`` is Kafka
+    Lag Exporter's time lag; ``eta_s`` is None when the consumer is not gaining on the producer
+    (or a rate is unknown), 0 without lag."""
+
     topic: str
     partition: int
     lag: int
     basis: str
     status: str
     complete: float
+    time_lag_s: float | None = None
+    consume_rate: float | None = None
+    produce_rate: float | None = None
+    eta_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TopicLag:
+    """Lag, rates and ETA of one topic, or of the whole connector (``topic == "*"``).
+
+    Lags and rates are sums over the partitions; a rate is None when some partition's is
+    unknown, because a partial sum would make the ETA look better than it is. ``time_lag_s``
+    is the largest partition time lag (the oldest unread record)."""
+
+    topic: str
+    partitions: int
+    lag: int
+    time_lag_s: float | None
+    consume_rate: float | None
+    produce_rate: float | None
+    eta_s: float | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +130,10 @@ class MetricResults:
     traffic_overall: TrafficStats | None
     members: list[MemberLoad] = field(default_factory=list)
     unassigned_partitions: int | None = None
+    #: partitions whose ring was full (Burrow's group ``complete`` is this over ``partitions``)
+    complete_partitions: int = 0
+    topic_lags: list[TopicLag] = field(default_factory=list)
+    overall_lag: TopicLag | None = None
 
     @property
     def worst_status(self) -> PartitionStatus:

@@ -13,6 +13,18 @@ Verdict levels, worst reason wins:
 - ``NOT_APPLICABLE``: nothing broker-side to measure (a non-MirrorMaker source connector, a
   connector with no partitions, or a collection that could not read the offsets).
 
+What the connector is meant to do changes what counts as a failure:
+- ``PAUSED`` / ``STOPPED``: the spec pauses or stops it (or a reset is in progress). Not
+  consuming is the intent, so Burrow's status and ``maxLag`` are reported as INFO with the lag
+  accumulated; it becomes ``UNHEALTHY`` only past ``maxLagWhilePaused`` (records) or
+  ``maxTimeLagWhilePausedSeconds``, or when a task FAILED. Balance reasons stay as they are
+  (they concern the producers) and reach the PartitionsBalanced condition.
+- ``CATCHING_UP``: the check follows a reset that rewinds (``toEarliest``, ``toTimestamp``,
+  ``alter``...), the consumer is gaining on the producer, and the only complaints are the size
+  of the lag (``maxLag``, Burrow WARN): large lag is what the reset asked for. The ETA says
+  when it will be done. A consumer not gaining stays DEGRADED with ``NOT_CATCHING_UP``; Burrow
+  ERR (STOP, STALL, REWIND) stays UNHEALTHY.
+
 Every reason is ``{"severity", "code", "message"}`` so the operator can act on codes and a
 human can read messages.
 """
@@ -23,7 +35,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from connectops_check.results import MemberLoad, MetricResults, PartitionLag, TrafficStats, rollup
+from connectops_check.results import MemberLoad, MetricResults, PartitionLag, TopicLag, TrafficStats, rollup
 from connectops_check.snapshot import ConnectorKind, Snapshot
 
 SCHEMA = "connectops.check/v1"
@@ -33,6 +45,14 @@ SCHEMA = "connectops.check/v1"
 RANGE_MEMBER_SHARE = 0.2
 RANGE_PARTITION_SHARE = 0.5
 
+DESIRED_STATES = frozenset({"running", "paused", "stopped"})
+#: resets after which a large, shrinking lag is the expected outcome (toLatest skips ahead)
+REWINDING_RESETS = frozenset({"toEarliest", "toTimestamp", "alter", "restore", "clear"})
+#: reasons about how much lag there is, not about the consumer misbehaving
+SIZE_OF_LAG = frozenset({"LAG_ABOVE_MAX", "BURROW_WARN"})
+#: reasons that follow from not consuming, expected while paused or stopped on purpose
+NOT_CONSUMING = frozenset({"LAG_ABOVE_MAX", "BURROW_WARN", "BURROW_ERR", "CONNECTOR_NOT_RUNNING"})
+
 
 @dataclass(frozen=True, slots=True)
 class Settings:
@@ -40,7 +60,9 @@ class Settings:
 
     ``min_traffic``: a topic's balance is judged only when it received at least this many
     records in the window, because a handful of records says nothing about skew.
-    ``window``: Burrow's ring size (Burrow's default, 10). ``top_n`` bounds per-partition lists.
+    ``window``: Burrow's ring size (Burrow's ``intervals``, default 10); ``allowed_lag`` and
+    ``minimum_complete``: Burrow's evaluator settings of the same names (defaults 0 and 0.0).
+    ``top_n`` bounds per-partition lists.
     """
 
     max_lag: int = 10_000
@@ -50,12 +72,30 @@ class Settings:
     min_traffic: int = 100
     window: int = 10
     top_n: int = 20
+    allowed_lag: int = 0
+    minimum_complete: float = 0.0
+    desired_state: str = "running"
+    reset_in_progress: bool = False
+    after_reset: str | None = None
+    max_lag_while_paused: int | None = None
+    max_time_lag_while_paused_s: float | None = None
 
     def __post_init__(self) -> None:
         if self.window < 1 or self.top_n < 1:
             raise ValueError("window and top_n must be at least 1")
+        if self.allowed_lag < 0 or not 0.0 <= self.minimum_complete <= 1.0:
+            raise ValueError("allowed_lag must be >= 0 and minimum_complete within 0..1")
+        if self.desired_state not in DESIRED_STATES:
+            raise ValueError(f"desired_state must be one of {sorted(DESIRED_STATES)}")
         if self.assignment_threshold < 1.0:
             raise ValueError("assignment_threshold is a ratio to the mean, at least 1.0")
+
+    @property
+    def intent_not_running(self) -> str | None:
+        """``PAUSED`` / ``STOPPED`` when the connector is not meant to consume now, else None."""
+        if self.reset_in_progress:
+            return "STOPPED"
+        return None if self.desired_state == "running" else self.desired_state.upper()
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -66,6 +106,13 @@ class Settings:
             "minTraffic": self.min_traffic,
             "window": self.window,
             "topN": self.top_n,
+            "allowedLag": self.allowed_lag,
+            "minimumComplete": self.minimum_complete,
+            "desiredState": self.desired_state,
+            "resetInProgress": self.reset_in_progress,
+            "afterReset": self.after_reset,
+            "maxLagWhilePaused": self.max_lag_while_paused,
+            "maxTimeLagWhilePausedSeconds": self.max_time_lag_while_paused_s,
         }
 
 
@@ -83,6 +130,13 @@ class _Reasons:
         if "DEGRADED" in severities:
             return "DEGRADED"
         return "HEALTHY"
+
+    def demote(self, codes: frozenset[str], why: str) -> None:
+        """Keeps the reasons, as INFO, saying why they do not count now."""
+        for r in self.items:
+            if r["code"] in codes and r["severity"] != "INFO":
+                r["severity"] = "INFO"
+                r["message"] = f"{r['message']} ({why})"
 
 
 def assignment_balance(members: list[MemberLoad], threshold: float) -> dict[str, Any]:
@@ -170,6 +224,7 @@ def build(snapshot: Snapshot, results: MetricResults | None, settings: Settings)
     assert results is not None  # _not_applicable returns a reason when results is None
     lag = _lag_block(results, settings, reasons)
     balance = _balance_block(snapshot, results, settings, reasons)
+    level = _intent(results, settings, reasons)
     doc["lag"] = lag
     doc["balance"] = balance
     skews = [t["maxOverMean"] for t in balance["traffic"]["topics"] if t["evaluated"]]
@@ -185,9 +240,54 @@ def build(snapshot: Snapshot, results: MetricResults | None, settings: Settings)
         "maxGini": max(ginis, default=None),
         "assignmentMaxOverMean": None if assignment is None else assignment["maxOverMean"],
         "members": None if assignment is None else assignment["members"],
+        "timeLagSeconds": lag["timeLagSeconds"],
+        "consumeRate": lag["consumeRate"],
+        "produceRate": lag["produceRate"],
+        "etaSeconds": lag["etaSeconds"],
     }
-    doc["verdict"] = reasons.level()
+    doc["verdict"] = level
     return doc
+
+
+def _intent(results: MetricResults, settings: Settings, reasons: _Reasons) -> str:
+    """The level, given what the connector is meant to be doing (module docstring)."""
+    overall = results.overall_lag
+    time_lag = None if overall is None else overall.time_lag_s
+    paused = settings.intent_not_running
+    if paused is not None:
+        why = f"{paused.lower()} on purpose" + (" by a reset in progress" if settings.reset_in_progress else "")
+        reasons.demote(NOT_CONSUMING, why)
+        accumulated = f"lag {results.total_lag} records" + ("" if time_lag is None else f", {time_lag:.0f}s behind")
+        reasons.add("INFO", f"CONNECTOR_{paused}", f"connector is {why}: {accumulated} so far")
+        limit, limit_s = settings.max_lag_while_paused, settings.max_time_lag_while_paused_s
+        if limit is not None and results.total_lag > limit:
+            reasons.add(
+                "UNHEALTHY",
+                "LAG_WHILE_PAUSED_ABOVE_MAX",
+                f"{paused.lower()} with lag {results.total_lag} records, above maxLagWhilePaused {limit}",
+            )
+        if limit_s is not None and time_lag is not None and time_lag > limit_s:
+            reasons.add(
+                "UNHEALTHY",
+                "LAG_WHILE_PAUSED_ABOVE_MAX",
+                f"{paused.lower()} for {time_lag:.0f}s of records, above maxTimeLagWhilePausedSeconds {limit_s:g}",
+            )
+        return "UNHEALTHY" if reasons.level() == "UNHEALTHY" else paused
+    if settings.after_reset in REWINDING_RESETS and results.total_lag > 0:
+        complaints = {r["code"] for r in reasons.items if r["severity"] != "INFO"}
+        eta = None if overall is None else overall.eta_s
+        if eta is not None and complaints and complaints <= SIZE_OF_LAG:
+            reasons.demote(SIZE_OF_LAG, f"expected after {settings.after_reset}")
+            reasons.add(
+                "INFO",
+                "CATCHING_UP",
+                f"catching up after {settings.after_reset}: lag {results.total_lag}, "
+                f"ETA {eta:.0f}s at the current rates",
+            )
+            return "CATCHING_UP"
+        if eta is None:
+            reasons.add("DEGRADED", "NOT_CATCHING_UP", f"after {settings.after_reset}: {_eta_reason(overall)}")
+    return reasons.level()
 
 
 def _not_applicable(snapshot: Snapshot, results: MetricResults | None) -> tuple[str, str] | None:
@@ -242,9 +342,16 @@ def _lag_block(results: MetricResults, settings: Settings, reasons: _Reasons) ->
             f"{uncommitted} partitions have no committed offset: their lag is measured from "
             f"{sorted(k for k in results.basis_counts if k != 'committed')}",
         )
+    overall = results.overall_lag
     return {
         "total": results.total_lag,
         "maxPartition": results.max_partition_lag,
+        "timeLagSeconds": None if overall is None else overall.time_lag_s,
+        "consumeRate": None if overall is None else overall.consume_rate,
+        "produceRate": None if overall is None else overall.produce_rate,
+        "etaSeconds": None if overall is None else overall.eta_s,
+        "etaReason": _eta_reason(overall),
+        "topics": [_topic_lag(t) for t in results.topic_lags],
         "series": [{"tsMs": ts, "totalLag": lag} for ts, lag in results.lag_series],
         "basisCounts": dict(sorted(results.basis_counts.items())),
         "topPartitions": [_partition(p) for p in results.top_lag],
@@ -252,9 +359,35 @@ def _lag_block(results: MetricResults, settings: Settings, reasons: _Reasons) ->
             "status": status,
             "worstPartitionStatus": worst.value,
             "statusCounts": counts,
+            "complete": results.complete_partitions / results.partitions if results.partitions else 0.0,
             "nonOkPartitions": [_partition(p) for p in results.non_ok],
             "nonOkTruncated": max(0, sum(v for k, v in counts.items() if k != "OK") - len(results.non_ok)),
         },
+    }
+
+
+def _eta_reason(lag: TopicLag | None) -> str | None:
+    """Why there is no ETA (None when there is one)."""
+    if lag is not None and lag.eta_s is not None:
+        return None
+    if lag is None or lag.consume_rate is None or lag.produce_rate is None:
+        return "rates unknown: fewer than two samples with a committed offset, or no time between them"
+    return (
+        f"the consumer is not gaining: it consumes {lag.consume_rate:.2f} records/s while "
+        f"{lag.produce_rate:.2f} records/s are produced"
+    )
+
+
+def _topic_lag(t: TopicLag) -> dict[str, Any]:
+    return {
+        "topic": t.topic,
+        "partitions": t.partitions,
+        "lag": t.lag,
+        "timeLagSeconds": t.time_lag_s,
+        "consumeRate": t.consume_rate,
+        "produceRate": t.produce_rate,
+        "etaSeconds": t.eta_s,
+        "etaReason": _eta_reason(t),
     }
 
 
@@ -331,6 +464,10 @@ def _partition(p: PartitionLag) -> dict[str, Any]:
         "basis": p.basis,
         "status": p.status,
         "complete": p.complete,
+        "timeLagSeconds": p.time_lag_s,
+        "consumeRate": p.consume_rate,
+        "produceRate": p.produce_rate,
+        "etaSeconds": p.eta_s,
     }
 
 

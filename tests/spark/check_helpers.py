@@ -6,6 +6,7 @@ each test shows the exact numbers its expected answer is worked out from.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -101,10 +102,22 @@ def partition_rows(
 ) -> dict[tuple[str, int], dict[str, object]]:
     """Per-partition lag, basis, status, complete and traffic, keyed by (topic, partition)."""
     tables = snapshot_tables(snap)
-    cols = ["topic", "partition", "lag", "basis", "status", "complete", "traffic"]
+    cols = ["topic", "partition", "lag", "basis", "status", "complete", "traffic", *RATE_COLUMNS]
     if engine == "spark":
         rows = [r.asDict() for r in metrics.partition_frame(spark, tables, window).select(*cols).collect()]
     else:
         frame = reference.partition_frame(tables, window)[cols]
         rows = [{k: v.item() if hasattr(v, "item") else v for k, v in r.items()} for r in frame.to_dict("records")]
-    return {(str(r["topic"]), int(str(r["partition"]))): r for r in rows}
+    return {(str(r["topic"]), int(str(r["partition"]))): _normalise(r) for r in rows}
+
+
+#: float columns: NaN (pandas) and null (Spark) both mean unknown; compared to 9 digits
+RATE_COLUMNS = ["time_lag_s", "consume_rate", "produce_rate", "eta_s"]
+
+
+def _normalise(row: dict[str, object]) -> dict[str, object]:
+    out = dict(row)
+    for key in RATE_COLUMNS:
+        value = out[key]
+        out[key] = None if value is None or math.isnan(float(str(value))) else round(float(str(value)), 9)
+    return out

@@ -84,24 +84,39 @@ class TestStatus:
         assert status_of(engine, spark, h, members=OWNED)["status"] == "WARN"
         assert status_of(engine, spark, h, members=[])["status"] == "STOP"
 
-    def test_rewind(self, engine: str, spark: SparkSession) -> None:
-        # 40 -> 25 between samples 3 and 4
-        h = History("t", 0, LOG_END, [10, 20, 30, 40, 25, 35, 45, 55, 65, 75])
+    def test_rewind_until_the_consumer_is_back_where_it_was(self, engine: str, spark: SparkSession) -> None:
+        # 40 -> 25 between samples 3 and 4, then +2 per sample up to 35: never back at 40,
+        # so Burrow's checkIfRewindRecovered is false -> REWIND. Moving +10 instead reaches 45
+        # (>= 40) at sample 6: recovered, and the lag 90,90,90,90,115,.. never decreased -> WARN.
+        stuck_behind = History("t", 0, LOG_END, [10, 20, 30, 40, 25, 27, 29, 31, 33, 35])
+        recovered = History("t", 0, LOG_END, [10, 20, 30, 40, 25, 35, 45, 55, 65, 75])
+        assert status_of(engine, spark, stuck_behind, members=OWNED)["status"] == "REWIND"
+        assert status_of(engine, spark, recovered, members=OWNED)["status"] == "WARN"
+
+    def test_stop_outranks_rewind(self, engine: str, spark: SparkSession) -> None:
+        # went back at sample 3 and stayed. Unowned: commit times 0,10 000,20 000,30 000,30 000..
+        # silence 60 000 > span 30 000 and no broker log-end (100..190) <= 20 -> STOP, which
+        # Burrow checks first (#290). Owned by a live task: never STOP -> unrecovered REWIND.
+        h = History("t", 0, LOG_END, [10, 20, 30, 20, 20, 20, 20, 20, 20, 20])
+        assert status_of(engine, spark, h, members=[])["status"] == "STOP"
         assert status_of(engine, spark, h, members=OWNED)["status"] == "REWIND"
 
-    def test_rewind_outranks_stop(self, engine: str, spark: SparkSession) -> None:
-        # unowned, went back at sample 3 and stayed: STOP's condition also holds
-        # (silence 60 000 > span 30 000), but Burrow checks REWIND first
-        h = History("t", 0, LOG_END, [10, 20, 30, 20, 20, 20, 20, 20, 20, 20])
-        assert status_of(engine, spark, h, members=[])["status"] == "REWIND"
-
     def test_rewind_before_the_window_is_forgotten(self, engine: str, spark: SparkSession) -> None:
-        # 12 samples; 50 -> 40 between samples 0 and 1, then +5 per sample. Window 10 holds
-        # samples 2..11 (lag 100+5i, growing): WARN; window 12 still sees the rewind.
+        # 12 samples; 50 -> 10 between samples 0 and 1, then +2 per sample (never back at 50).
+        # Window 10 holds samples 2..11 (lag 100+8i, growing): WARN; window 12 sees the rewind.
         log_end = [100 + 10 * i for i in range(12)]
-        h = History("t", 0, log_end, [50, 40, *[40 + 5 * i for i in range(1, 11)]])
+        h = History("t", 0, log_end, [50, 10, *[10 + 2 * i for i in range(1, 11)]])
         assert status_of(engine, spark, h, 10, members=OWNED)["status"] == "WARN"
         assert status_of(engine, spark, h, 12, members=OWNED)["status"] == "REWIND"
+
+    def test_stop_waits_while_recent_broker_offsets_show_no_lag(self, engine: str, spark: SparkSession) -> None:
+        # Burrow's checkIfRecentLagZero (#303): unowned, committed 100 throughout (first seen at
+        # 0, so silence 90 000 > span 0). Log-end 100 at samples 0..4, then 110..150: a broker
+        # log-end <= 100 is still in the window -> not STOP; lag 0 at sample 0 -> rule 1 -> OK.
+        # Once those log-ends leave the window (window 5: samples 5..9) -> STOP.
+        h = History("t", 0, [100] * 5 + [110, 120, 130, 140, 150], [100] * 10)
+        assert status_of(engine, spark, h, members=[])["status"] == "OK"
+        assert status_of(engine, spark, h, 5, members=[])["status"] == "STOP"
 
     def test_allowance_zero_lag_anywhere_in_the_window_is_ok(self, engine: str, spark: SparkSession) -> None:
         # committed 0,50,100,130,135,140.. -> lag 100,60,20,0,5,10,20,30,40,50. Lag hit 0 at
@@ -194,7 +209,7 @@ def test_counts_and_non_ok_order(engine: str, spark: SparkSession) -> None:
         History("t", 0, LOG_END, [5 * i for i in range(10)]),  # WARN, lag 145
         History("t", 1, LOG_END, [50] * 10),  # STALL (live), lag 140
         History("t", 2, LOG_END, [50] * 10),  # STOP (held by the paused task), lag 140
-        History("t", 3, LOG_END, [10, 20, 30, 40, 25, 35, 45, 55, 65, 75]),  # REWIND, lag 115
+        History("t", 3, LOG_END, [10, 20, 30, 40, 25, 27, 29, 31, 33, 35]),  # REWIND, lag 155
         History("t", 4, LOG_END, LOG_END),  # OK, lag 0
     ]
     snap = snapshot(
@@ -211,4 +226,4 @@ def test_counts_and_non_ok_order(engine: str, spark: SparkSession) -> None:
         (0, "WARN"),
     ]
     assert res.worst_status.value == "REWIND"
-    assert [p.partition for p in run_engine(engine, spark, snap, top_n=2).top_lag] == [0, 1]
+    assert [p.partition for p in run_engine(engine, spark, snap, top_n=2).top_lag] == [3, 0]  # lag 155, 145

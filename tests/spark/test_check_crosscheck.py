@@ -21,19 +21,25 @@ pytestmark = pytest.mark.spark
 
 
 def assert_same(spark_res: MetricResults, pandas_res: MetricResults) -> None:
-    """Exact equality, except the traffic statistics' floating-point sums (order-dependent)."""
-    a, b = dataclasses.asdict(spark_res), dataclasses.asdict(pandas_res)
-    a_stats = [a.pop("traffic_overall"), *a.pop("traffic_topics")]
-    b_stats = [b.pop("traffic_overall"), *b.pop("traffic_topics")]
-    assert a == b
-    assert len(a_stats) == len(b_stats)
-    for x, y in zip(a_stats, b_stats, strict=True):
-        assert x.keys() == y.keys()
+    """Exact equality, except floats (sums are order-dependent): equal to 1e-9 relative."""
+    _same(dataclasses.asdict(spark_res), dataclasses.asdict(pandas_res), "results")
+
+
+def _same(x: object, y: object, where: str) -> None:
+    if isinstance(x, dict) and isinstance(y, dict):
+        assert x.keys() == y.keys(), where
         for key in x:
-            if isinstance(y[key], float):
-                assert x[key] == pytest.approx(y[key], rel=1e-9, abs=1e-12), (x["topic"], key)
-            else:
-                assert x[key] == y[key], (x["topic"], key)
+            _same(x[key], y[key], f"{where}.{key}")
+    elif isinstance(x, list | tuple) and isinstance(y, list | tuple):
+        assert len(x) == len(y), where
+        for i, (a, b) in enumerate(zip(x, y, strict=True)):
+            _same(a, b, f"{where}[{i}]")
+    elif isinstance(x, float) or isinstance(y, float):
+        assert x is not None, (where, y)
+        assert y is not None, (where, x)
+        assert x == pytest.approx(y, rel=1e-9, abs=1e-12), where
+    else:
+        assert x == y, (where, x, y)
 
 
 @pytest.mark.parametrize(
@@ -63,4 +69,8 @@ def test_spark_matches_pandas(
     assert spark_res.total_lag > 0
     assert spark_res.members
     assert spark_res.unassigned_partitions
+    # the new columns are exercised, not all unknown
+    assert any(r["time_lag_s"] for r in spark_rows.values())
+    assert any(r["eta_s"] for r in spark_rows.values())
+    assert any(r["eta_s"] is None for r in spark_rows.values())
     assert_same(spark_res, pandas_res)

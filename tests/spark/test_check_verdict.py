@@ -127,10 +127,84 @@ class TestVerdict:
             "status": "ERR",
             "worstPartitionStatus": "STOP",
             "statusCounts": {"STOP": 1},
+            "complete": 1.0,
             "nonOkPartitions": None,
             "nonOkTruncated": 0,
         }
         assert doc["lag"]["total"] == 140
+
+    def paused_sink(self, connector_state: str = "PAUSED") -> Snapshot:
+        # log-end 100..190 over 0..90 s (1 record/s), committed 50 throughout: lag 140. Time
+        # lag: 50 lies before the first point, so Kafka Lag Exporter extrapolates along the
+        # first and last points (1 record/s): offset 50 was written at 90 - (190-50)/1 = -50 s,
+        # 140 s before now (90 s).
+        ends = [100 + 10 * i for i in range(10)]
+        return snapshot(
+            [History("t", 0, ends, [50] * 10)],
+            members=[member(0, ("t", 0))],
+            tasks=[TaskInfo(0, "w", connector_state)],
+            connector_state=connector_state,
+        )
+
+    def test_paused_by_spec_is_paused_with_its_lag(self, spark: SparkSession) -> None:
+        doc = run_check(self.paused_sink(), Settings(desired_state="paused"), spark)
+        assert doc["verdict"] == "PAUSED"
+        severities = {r["code"]: r["severity"] for r in doc["reasons"]}
+        assert severities["BURROW_ERR"] == "INFO"  # kept, but not held against it
+        assert severities["CONNECTOR_PAUSED"] == "INFO"
+        assert doc["headline"]["totalLag"] == 140
+        assert doc["headline"]["timeLagSeconds"] == pytest.approx(140.0)
+        assert "140s behind" in next(r["message"] for r in doc["reasons"] if r["code"] == "CONNECTOR_PAUSED")
+
+    @pytest.mark.parametrize(
+        ("records", "seconds", "verdict"),
+        [(139, None, "UNHEALTHY"), (140, None, "PAUSED"), (None, 139.0, "UNHEALTHY"), (None, 141.0, "PAUSED")],
+    )
+    def test_paused_past_its_threshold_is_unhealthy(
+        self, spark: SparkSession, records: int | None, seconds: float | None, verdict: str
+    ) -> None:
+        settings = Settings(desired_state="paused", max_lag_while_paused=records, max_time_lag_while_paused_s=seconds)
+        doc = run_check(self.paused_sink(), settings, spark)
+        assert doc["verdict"] == verdict
+        assert ("LAG_WHILE_PAUSED_ABOVE_MAX" in codes(doc)) is (verdict == "UNHEALTHY")
+
+    def test_stopped_by_spec_or_reset_and_a_failed_task(self, spark: SparkSession) -> None:
+        assert run_check(self.paused_sink("STOPPED"), Settings(desired_state="stopped"), spark)["verdict"] == "STOPPED"
+        assert run_check(self.paused_sink("STOPPED"), Settings(reset_in_progress=True), spark)["verdict"] == "STOPPED"
+        failed = run_check(self.paused_sink("FAILED"), Settings(desired_state="paused"), spark)
+        assert failed["verdict"] == "UNHEALTHY"
+        assert "TASK_FAILED" in codes(failed)
+
+    def test_catching_up_after_a_rewinding_reset(self, spark: SparkSession) -> None:
+        # log-end 1000..1090 (1 record/s), committed 0,50,..,450 (5 records/s): lag 1000 down
+        # to 640, Burrow OK (the lag decreases); 640 > maxLag 100 -> DEGRADED on its own.
+        # After toEarliest that lag is the point: CATCHING_UP, ETA 640 / (5 - 1) = 160 s.
+        snap = snapshot(
+            [History("t", 0, [1000 + 10 * i for i in range(10)], [50 * i for i in range(10)])],
+            members=[member(0, ("t", 0))],
+        )
+        plain = run_check(snap, Settings(max_lag=100), spark)
+        assert plain["verdict"] == "DEGRADED"
+        assert codes(plain) >= {"LAG_ABOVE_MAX"}
+        doc = run_check(snap, Settings(max_lag=100, after_reset="toEarliest"), spark)
+        assert doc["verdict"] == "CATCHING_UP"
+        assert doc["headline"]["etaSeconds"] == pytest.approx(160.0)
+        assert (doc["lag"]["consumeRate"], doc["lag"]["produceRate"]) == (pytest.approx(5.0), pytest.approx(1.0))
+        assert doc["lag"]["etaReason"] is None
+        # toLatest skips ahead: a large lag afterwards is not expected
+        assert run_check(snap, Settings(max_lag=100, after_reset="toLatest"), spark)["verdict"] == "DEGRADED"
+
+    def test_falling_behind_after_a_reset_has_no_eta(self, spark: SparkSession) -> None:
+        # committed +5 per 10 s (0.5/s) while 1 record/s arrives: lag grows, Burrow WARN
+        snap = snapshot(
+            [History("t", 0, [1000 + 10 * i for i in range(10)], [5 * i for i in range(10)])],
+            members=[member(0, ("t", 0))],
+        )
+        doc = run_check(snap, Settings(max_lag=100, after_reset="toEarliest"), spark)
+        assert doc["verdict"] == "DEGRADED"
+        assert {"NOT_CATCHING_UP", "BURROW_WARN", "LAG_ABOVE_MAX"} <= codes(doc)
+        assert doc["headline"]["etaSeconds"] is None
+        assert "consumes 0.50 records/s while 1.00 records/s are produced" in doc["lag"]["etaReason"]
 
     def test_warn_and_lag_threshold(self, spark: SparkSession) -> None:
         ends = [100 + 10 * i for i in range(10)]

@@ -190,6 +190,8 @@ KINDS: list[Kind] = [
             {"name": "Tasks", "type": "string", "jsonPath": ".status.tasksRunning"},
             _condition_column("Ready", "Ready"),
             _condition_column("Valid", "Valid"),
+            {"name": "Check", "type": "string", "jsonPath": ".status.lastCheck.verdict"},
+            {"name": "Lag(s)", "type": "number", "jsonPath": ".status.lastCheck.headline.timeLagSeconds"},
             AGE,
             {
                 "name": "Class",
@@ -197,6 +199,8 @@ KINDS: list[Kind] = [
                 "jsonPath": ".spec.class",
                 "priority": 1,
             },
+            {"name": "Lag", "type": "integer", "jsonPath": ".status.lastCheck.headline.totalLag", "priority": 1},
+            {"name": "ETA(s)", "type": "number", "jsonPath": ".status.lastCheck.headline.etaSeconds", "priority": 1},
         ],
     ),
     Kind(

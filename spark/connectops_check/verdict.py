@@ -47,7 +47,7 @@ RANGE_PARTITION_SHARE = 0.5
 
 DESIRED_STATES = frozenset({"running", "paused", "stopped"})
 #: resets after which a large, shrinking lag is the expected outcome (toLatest skips ahead)
-REWINDING_RESETS = frozenset({"toEarliest", "toTimestamp", "alter", "restore", "clear"})
+REWINDING_RESETS = frozenset({"reset", "toEarliest", "toTimestamp", "alter", "restore"})
 #: reasons about how much lag there is, not about the consumer misbehaving
 SIZE_OF_LAG = frozenset({"LAG_ABOVE_MAX", "BURROW_WARN"})
 #: reasons that follow from not consuming, expected while paused or stopped on purpose

@@ -23,6 +23,24 @@ class CheckSpec(CamelModel):
     assignment_threshold: float | None = Field(
         default=None, ge=1, description="Partitions per member max/mean limit (Cruise Control: 1.10)."
     )
+    allowed_lag: int | None = Field(
+        default=None, ge=0, description="Burrow allowed-lag: a partition this many records behind is OK."
+    )
+    minimum_complete: float | None = Field(
+        default=None, ge=0, le=1, description="Burrow minimum-complete: partitions with fewer samples are not judged."
+    )
+    max_lag_while_paused: int | None = Field(
+        default=None,
+        ge=0,
+        description="While paused or stopped by the spec, the verdict is PAUSED/STOPPED until the lag "
+        "exceeds this many records (unset: no limit).",
+    )
+    max_time_lag_while_paused_seconds: int | None = Field(
+        default=None,
+        ge=1,
+        description="While paused or stopped by the spec, the verdict is PAUSED/STOPPED until the oldest "
+        "unread record is this many seconds old (unset: no limit).",
+    )
     samples: int = Field(default=6, ge=1, le=120, description="Offset samples taken.")
     interval_seconds: int = Field(default=10, ge=1, le=600, description="Time between samples.")
     timeout_seconds: int = Field(default=1800, ge=60, description="Give up on a check after this long.")

@@ -22,10 +22,14 @@ LABEL_CHECK = "connectops.io/check"
 LABEL_OWNER_KIND = "connectops.io/owner-kind"
 LABEL_OWNER = "connectops.io/owner"
 
-LAG_CODES = frozenset({"BURROW_ERR", "BURROW_WARN", "LAG_ABOVE_MAX"})
+LAG_CODES = frozenset({"BURROW_ERR", "BURROW_WARN", "LAG_ABOVE_MAX", "LAG_WHILE_PAUSED_ABOVE_MAX", "NOT_CATCHING_UP"})
+#: verdicts that are fine given what the connector is meant to do: LagHealthy=True, this reason
+INTENT_VERDICTS = {"PAUSED": "PausedBySpec", "STOPPED": "StoppedBySpec", "CATCHING_UP": "CatchingUp"}
 BALANCE_CODES = frozenset(
     {"TRAFFIC_SKEW", "TRAFFIC_GINI", "ASSIGNMENT_UNBALANCED", "RANGE_ASSIGNOR_PATTERN", "UNASSIGNED_PARTITIONS"}
 )
+
+_INTENT_CODES = frozenset({"CONNECTOR_PAUSED", "CONNECTOR_STOPPED", "CATCHING_UP"})
 
 #: operator-wide defaults (Helm values -> environment), overridden by ConnectCluster.spec.sparkCheck
 BUILTIN_DEFAULTS = SparkCheckDefaults(
@@ -110,6 +114,15 @@ def merge_defaults(*layers: SparkCheckDefaults | None) -> SparkCheckDefaults:
 
 
 @dataclass(frozen=True)
+class CheckContext:
+    """What the connector is meant to be doing while the check samples it: the verdict of a
+    connector paused by its spec, or catching up after a rewinding reset, is not UNHEALTHY."""
+
+    desired_state: str = "running"
+    after_reset: str | None = None
+
+
+@dataclass(frozen=True)
 class CheckTarget:
     namespace: str
     owner_kind: str
@@ -121,7 +134,10 @@ class CheckTarget:
     bootstrap: str
 
 
-def job_arguments(target: CheckTarget, check: CheckSpec, application: str) -> list[str]:
+def job_arguments(
+    target: CheckTarget, check: CheckSpec, application: str, context: CheckContext | None = None
+) -> list[str]:
+    context = context or CheckContext()
     args = [
         "--bootstrap",
         target.bootstrap,
@@ -141,9 +157,19 @@ def job_arguments(target: CheckTarget, check: CheckSpec, application: str) -> li
         ("--max-skew", check.max_skew),
         ("--max-gini", check.max_gini),
         ("--assignment-threshold", check.assignment_threshold),
+        ("--allowed-lag", check.allowed_lag),
+        ("--minimum-complete", check.minimum_complete),
+        ("--max-lag-while-paused", check.max_lag_while_paused),
+        (
+            "--max-time-lag-while-paused",
+            None if check.max_time_lag_while_paused_seconds is None else f"{check.max_time_lag_while_paused_seconds}s",
+        ),
+        ("--after-reset", context.after_reset),
     ):
         if value is not None:
             args += [flag, str(value)]
+    if context.desired_state != "running":
+        args += ["--desired-state", context.desired_state]
     return args
 
 
@@ -156,7 +182,12 @@ def _resources(res: SparkResources | None, *, executor: bool) -> dict[str, Any]:
 
 
 def spark_application(
-    target: CheckTarget, check: CheckSpec, settings: SparkCheckDefaults, application: str, trigger: str
+    target: CheckTarget,
+    check: CheckSpec,
+    settings: SparkCheckDefaults,
+    application: str,
+    trigger: str,
+    context: CheckContext | None = None,
 ) -> dict[str, Any]:
     """The SparkApplication manifest (required fields per the v1beta2 API: type, sparkVersion,
     mainApplicationFile, driver, executor; plus mode, restartPolicy, TTL, arguments, image)."""
@@ -196,7 +227,7 @@ def spark_application(
             "image": settings.image,
             "imagePullPolicy": "IfNotPresent",
             "mainApplicationFile": settings.main_application_file,
-            "arguments": job_arguments(target, check, application),
+            "arguments": job_arguments(target, check, application, context),
             "sparkVersion": settings.spark_version,
             "restartPolicy": {"type": "Never"},
             "timeToLiveSeconds": settings.ttl_seconds,
@@ -224,11 +255,14 @@ def conditions_for(state: str, verdict: Mapping[str, Any] | None, error: str | N
     else:
         bad = [r for r in reasons if r.get("code") in LAG_CODES]
         total = (verdict.get("headline") or {}).get("totalLag")
-        lag = (
-            (False, bad[0]["code"], "; ".join(r["message"] for r in bad)[:500])
-            if bad
-            else (True, "LagOK", f"total lag {total}, Burrow status OK")
-        )
+        intent = INTENT_VERDICTS.get(str(verdict.get("verdict")))
+        if bad:
+            lag = (False, bad[0]["code"], "; ".join(r["message"] for r in bad)[:500])
+        elif intent is not None:
+            said = [r.get("message", "") for r in verdict.get("reasons", []) if r.get("code") in _INTENT_CODES]
+            lag = (True, intent, ("; ".join(said) or f"total lag {total}")[:500])
+        else:
+            lag = (True, "LagOK", f"total lag {total}, Burrow status OK")
     if verdict.get("balance") is None:
         balance: tuple[bool | None, str, str] = (None, "NotApplicable", "no partitions to judge")
     else:

@@ -26,6 +26,7 @@ from connectops.planning.checks import (
     TERMINAL_STATES,
     VERDICT_KEY,
     CheckConditions,
+    CheckContext,
     CheckPolicy,
     CheckTarget,
     application_name,
@@ -65,6 +66,7 @@ class CheckRunner:
         cluster: ConnectClusterSpec,
         check: CheckSpec,
         trigger: str,
+        context: CheckContext | None = None,
     ) -> dict[str, Any] | None:
         """Create the SparkApplication for this change (once: its name is deterministic) and
         return the ``lastCheck`` status to record, or None when checks are off."""
@@ -89,7 +91,9 @@ class CheckRunner:
         if refused:
             # the ConnectCluster says so too (condition ChecksAllowed): nothing is created
             return {**last, "state": "NOT_SUBMITTED", "reasons": refused}
-        manifest = spark_application(target, check, merge_defaults(self._defaults, cluster.spark_check), name, trigger)
+        manifest = spark_application(
+            target, check, merge_defaults(self._defaults, cluster.spark_check), name, trigger, context
+        )
         try:
             await self._kube.create_object(SPARK_GROUP, SPARK_VERSION, namespace, SPARK_PLURAL, manifest)
         except KubeObjectMissing:

@@ -29,6 +29,7 @@ from connectops.adapters.kube import KubeClient, KubeError, KubeObjectMissing, L
 from connectops.errors import NotReadyYet, SpecInvalid
 from connectops.models.base import utcnow_iso
 from connectops.models.connector import ConnectorSpec, DesiredState, VerbTokens
+from connectops.planning.checks import CheckContext
 from connectops.planning.connector import (
     FAILED,
     Create,
@@ -415,6 +416,7 @@ class ConnectorReconciler:
                 cluster=cluster.spec,
                 check=spec.check,
                 trigger=f"generation {obj.generation}: {trigger}",
+                context=CheckContext(desired_state=spec.state.value),
             )
             if launched is not None:
                 status["lastCheck"] = launched

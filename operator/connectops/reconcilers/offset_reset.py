@@ -35,7 +35,8 @@ from connectops.models import GROUP
 from connectops.models.base import utcnow_iso
 from connectops.models.checks import CheckSpec
 from connectops.models.connector import ConnectorSpec
-from connectops.models.offset_reset import OffsetResetSpec, ResetAction
+from connectops.models.offset_reset import OffsetResetSpec, ResetAction, ResumePolicy
+from connectops.planning.checks import CheckContext
 from connectops.planning.offset_reset import (
     PlanError,
     Step,
@@ -363,16 +364,17 @@ class OffsetResetExecutor:
             action=str(run.spec.action), strategy=str(run.status.get("strategy")), phase=run.status["phase"]
         ).inc()
 
-    async def _check_spec(self, run_namespace: str, spec: OffsetResetSpec) -> CheckSpec:
+    async def _connector_spec(self, run_namespace: str, spec: OffsetResetSpec) -> ConnectorSpec | None:
         if spec.connector_ref is None:
-            return CheckSpec()
+            return None
         obj = await self._kube.custom_object(run_namespace, "connectors", spec.connector_ref.name)
-        return ConnectorSpec.model_validate(obj["spec"]).check
+        return ConnectorSpec.model_validate(obj["spec"])
 
     async def _launch_check(self, run: Run, body: Any, conditions: Conditions) -> None:
         """The finished reset is a change like any other: check lag and balance afterwards."""
         if self._checks is None:
             return
+        connector_spec = await self._connector_spec(run.namespace, run.spec)
         launched = await self._checks.launch(
             namespace=run.namespace,
             owner={
@@ -383,8 +385,12 @@ class OffsetResetExecutor:
             suffix="reset",
             connector=run.status["connectors"][0],
             cluster=run.cluster.spec,
-            check=await self._check_spec(run.namespace, run.spec),
+            check=CheckSpec() if connector_spec is None else connector_spec.check,
             trigger=f"offset {run.spec.action} completed",
+            # the lag right after a rewinding reset is what was asked for: judged as catching up
+            context=CheckContext(
+                desired_state=_state_after(run.spec, connector_spec), after_reset=str(run.spec.action)
+            ),
         )
         if launched is not None:
             run.status["lastCheck"] = launched
@@ -399,8 +405,9 @@ class OffsetResetExecutor:
         if not last or status.get("phase") != "Succeeded":
             return
         spec = OffsetResetSpec.model_validate(status.get("executedSpec") or body.get("spec"))
+        connector_spec = await self._connector_spec(meta["namespace"], spec)
         updated, result = await self._checks.poll(
-            meta["namespace"], dict(last), await self._check_spec(meta["namespace"], spec)
+            meta["namespace"], dict(last), CheckSpec() if connector_spec is None else connector_spec.check
         )
         patch: dict[str, Any] = {}
         if updated != last:
@@ -671,3 +678,10 @@ class OffsetResetExecutor:
                     raise NotReadyYet(f"{connector} is {state.state if state else 'missing'}, expected {want}")
                 await backoff.wait()
         return "connector(s) in their resumed state"
+
+
+def _state_after(spec: OffsetResetSpec, connector: ConnectorSpec | None) -> str:
+    """The state the reset leaves the connector in: its ``resume`` policy, else the Connector's spec."""
+    if spec.resume is not ResumePolicy.DESIRED:
+        return str(spec.resume.value)
+    return "running" if connector is None else connector.state.value

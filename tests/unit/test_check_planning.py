@@ -1,0 +1,76 @@
+"""The check's arguments and how its verdict becomes conditions.
+
+The operator and the job never import each other, so the flags the operator writes are parsed
+here by the job's own argument parser: a flag one side renames fails this test.
+"""
+
+from __future__ import annotations
+
+from connectops.models.checks import CheckSpec
+from connectops.planning.checks import CheckContext, CheckTarget, conditions_for, job_arguments
+from connectops_check.cli import parser
+
+TARGET = CheckTarget(
+    namespace="ns",
+    owner_kind="Connector",
+    owner_name="sink",
+    owner_uid="u",
+    owner_api_version="connectops.io/v1alpha1",
+    connector="sink",
+    connect_url="http://connect:8083",
+    bootstrap="kafka:9092",
+)
+
+
+def test_thresholds_and_intent_reach_the_job() -> None:
+    check = CheckSpec(
+        maxLag=100,
+        allowedLag=5,
+        minimumComplete=0.5,
+        maxLagWhilePaused=1000,
+        maxTimeLagWhilePausedSeconds=1800,
+    )
+    args = job_arguments(TARGET, check, "sink-check-g2", CheckContext(desired_state="paused", after_reset="toEarliest"))
+    parsed = parser().parse_args(args)
+    assert (parsed.max_lag, parsed.allowed_lag, parsed.minimum_complete) == (100, 5, 0.5)
+    assert (parsed.max_lag_while_paused, parsed.max_time_lag_while_paused) == (1000, 1800.0)
+    assert (parsed.desired_state, parsed.after_reset) == ("paused", "toEarliest")
+    assert parsed.output_configmap == ("ns", "sink-check-g2-verdict")
+
+
+def test_defaults_leave_the_job_defaults() -> None:
+    parsed = parser().parse_args(job_arguments(TARGET, CheckSpec(), "a"))
+    assert (parsed.desired_state, parsed.after_reset, parsed.max_lag_while_paused) == ("running", None, None)
+    assert (parsed.allowed_lag, parsed.minimum_complete) == (0, 0.0)
+
+
+def _verdict(level: str, *reasons: tuple[str, str, str]) -> dict[str, object]:
+    return {
+        "verdict": level,
+        "reasons": [{"severity": s, "code": c, "message": m} for s, c, m in reasons],
+        "headline": {"totalLag": 140},
+        "lag": {"total": 140},
+        "balance": {"traffic": {}},
+    }
+
+
+def test_paused_by_spec_is_lag_healthy_with_the_lag_it_has() -> None:
+    verdict = _verdict(
+        "PAUSED",
+        ("INFO", "BURROW_ERR", "Burrow-style evaluation is ERR (paused on purpose)"),
+        ("INFO", "CONNECTOR_PAUSED", "connector is paused on purpose: lag 140 records, 140s behind so far"),
+    )
+    lag = conditions_for("COMPLETED", verdict).lag
+    assert lag == (True, "PausedBySpec", "connector is paused on purpose: lag 140 records, 140s behind so far")
+
+
+def test_catching_up_and_past_the_paused_threshold() -> None:
+    catching = _verdict("CATCHING_UP", ("INFO", "CATCHING_UP", "catching up after toEarliest: lag 640, ETA 160s"))
+    assert conditions_for("COMPLETED", catching).lag[:2] == (True, "CatchingUp")
+    over = _verdict(
+        "UNHEALTHY",
+        ("UNHEALTHY", "LAG_WHILE_PAUSED_ABOVE_MAX", "paused with lag 140 records, above maxLagWhilePaused 100"),
+    )
+    assert conditions_for("COMPLETED", over).lag[:2] == (False, "LAG_WHILE_PAUSED_ABOVE_MAX")
+    behind = _verdict("DEGRADED", ("DEGRADED", "NOT_CATCHING_UP", "after toEarliest: the consumer is not gaining"))
+    assert conditions_for("COMPLETED", behind).lag[:2] == (False, "NOT_CATCHING_UP")

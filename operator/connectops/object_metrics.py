@@ -26,7 +26,7 @@ from prometheus_client.registry import Collector
 
 DESIRED_STATES = ("running", "paused", "stopped")
 CONNECT_STATES = ("RUNNING", "PAUSED", "STOPPED", "FAILED", "UNASSIGNED", "RESTARTING", "UNKNOWN")
-VERDICTS = ("HEALTHY", "DEGRADED", "UNHEALTHY", "NOT_APPLICABLE", "NONE")
+VERDICTS = ("HEALTHY", "DEGRADED", "UNHEALTHY", "PAUSED", "STOPPED", "CATCHING_UP", "NOT_APPLICABLE", "NONE")
 PHASES = ("Pending", "Planned", "Running", "Succeeded", "Failed")
 
 
@@ -43,6 +43,7 @@ class ConnectorView:
     drift_corrections: int = 0
     verdict: str = "NONE"
     total_lag: float | None = None
+    time_lag_s: float | None = None
 
 
 @dataclass
@@ -88,6 +89,7 @@ class ObjectMetrics(Collector):
         last_check = status.get("lastCheck") if isinstance(status.get("lastCheck"), Mapping) else {}
         headline = (last_check or {}).get("headline") or {}
         lag = headline.get("totalLag") if isinstance(headline, Mapping) else None
+        time_lag = headline.get("timeLagSeconds") if isinstance(headline, Mapping) else None
         with self._lock:
             view = self.connectors.setdefault((namespace, name), ConnectorView())
             view.desired = _one_of(spec.get("state", "running"), DESIRED_STATES, "running")
@@ -101,7 +103,8 @@ class ObjectMetrics(Collector):
             view.reconciled_at = time.time()
             view.drift_corrections += 1 if drift else 0
             view.verdict = _one_of((last_check or {}).get("verdict") or "NONE", VERDICTS, "NONE")
-            view.total_lag = float(lag) if isinstance(lag, int | float) and not isinstance(lag, bool) else None
+            view.total_lag = _number(lag)
+            view.time_lag_s = _number(time_lag)
 
     def observe_reset(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
         with self._lock:
@@ -149,6 +152,11 @@ class ObjectMetrics(Collector):
             "connectops_connector_check_verdict", "1 for the latest check's verdict", labels=[*labels, "verdict"]
         )
         lag = GaugeMetricFamily("connectops_connector_lag_records", "Total lag at the latest check", labels=labels)
+        time_lag = GaugeMetricFamily(
+            "connectops_connector_lag_seconds",
+            "Age of the oldest unread record at the latest check (Kafka Lag Exporter's time lag)",
+            labels=labels,
+        )
         for (ns, name), view in sorted(connectors.items()):
             for state in DESIRED_STATES:
                 desired.add_metric([ns, name, state], 1.0 if view.desired == state else 0.0)
@@ -165,6 +173,8 @@ class ObjectMetrics(Collector):
                 verdict.add_metric([ns, name, v], 1.0 if view.verdict == v else 0.0)
             if view.total_lag is not None:
                 lag.add_metric([ns, name], view.total_lag)
+            if view.time_lag_s is not None:
+                time_lag.add_metric([ns, name], view.time_lag_s)
         phase = GaugeMetricFamily("connectops_offset_reset_phase", "1 for the reset's phase", labels=[*labels, "phase"])
         step = GaugeMetricFamily(
             "connectops_offset_reset_step", "1 for the step a running reset is in", labels=[*labels, "step"]
@@ -182,8 +192,13 @@ class ObjectMetrics(Collector):
                 step.add_metric([ns, name, reset.step], 1.0)
             if reset.started_at is not None:
                 duration.add_metric([ns, name], (reset.finished_at or now) - reset.started_at)
-        yield from (desired, actual, ready, tasks, restarts, reconciled, drift, verdict, lag, phase, step, duration)
+        yield from (desired, actual, ready, tasks, restarts, reconciled, drift, verdict, lag, time_lag)
+        yield from (phase, step, duration)
 
 
 OBJECTS = ObjectMetrics()
 REGISTRY.register(OBJECTS)
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None

@@ -57,21 +57,18 @@ def timed(fn: Callable[[], Any], repeat: int) -> tuple[float, list[float], Any]:
 
 
 def same_results(a: MetricResults, b: MetricResults) -> bool:
-    """Exact equality except traffic statistics, whose float sums depend on summation order."""
-    da, db = dataclasses.asdict(a), dataclasses.asdict(b)
-    sa = [da.pop("traffic_overall"), *da.pop("traffic_topics")]
-    sb = [db.pop("traffic_overall"), *db.pop("traffic_topics")]
-    if da != db or len(sa) != len(sb):
-        return False
-    for x, y in zip(sa, sb, strict=True):
-        for key, value in x.items():
-            other = y[key]
-            if isinstance(value, float) and isinstance(other, float):
-                if not math.isclose(value, other, rel_tol=1e-9, abs_tol=1e-12):
-                    return False
-            elif value != other:
-                return False
-    return True
+    """Exact equality except floats (sums depend on summation order): equal to 1e-9 relative."""
+    return _same(dataclasses.asdict(a), dataclasses.asdict(b))
+
+
+def _same(x: Any, y: Any) -> bool:
+    if isinstance(x, dict) and isinstance(y, dict):
+        return x.keys() == y.keys() and all(_same(x[k], y[k]) for k in x)
+    if isinstance(x, list | tuple) and isinstance(y, list | tuple):
+        return len(x) == len(y) and all(_same(a, b) for a, b in zip(x, y, strict=True))
+    if isinstance(x, float) and isinstance(y, float):
+        return math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-12)
+    return bool(x == y)
 
 
 def java_version() -> str:

@@ -96,7 +96,8 @@ def load(spark: SparkSession, tables: Tables) -> dict[str, DataFrame]:
 
 
 def with_lag(samples: DataFrame, window_start: DataFrame) -> DataFrame:
-    """Adds ``ws_offset``, ``lag`` and ``basis`` to every (partition, sample) row."""
+    """Adds ``ws_offset``, ``start`` (where the connector reads next, per ``basis``), ``lag``
+    and ``basis`` to every (partition, sample) row."""
     pos, log_start, ws = F.col("position"), F.col("log_start"), F.col("ws_offset")
     basis = (
         F.when(pos.isNotNull(), LagBasis.COMMITTED.value)
@@ -107,6 +108,7 @@ def with_lag(samples: DataFrame, window_start: DataFrame) -> DataFrame:
     start = F.coalesce(pos, log_start, ws, F.lit(0).cast("long"))
     return (
         samples.join(window_start, TP, "left")
+        .withColumn("start", start)
         .withColumn("lag", F.greatest(F.col("log_end") - start, F.lit(0).cast("long")))
         .withColumn("basis", basis)
     )
@@ -224,7 +226,9 @@ def partition_table(
     time lag, consume and produce rates, and the catch-up ETA."""
     w = Window.partitionBy(*TP).orderBy("sample_idx")
     w_all = w.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
-    pos, le, ts, idx = F.col("position"), F.col("log_end"), F.col("ts_ms"), F.col("sample_idx")
+    # the offset the connector reads next, on the lag's basis (a sink without commits starts at
+    # the log-start): what the time lag looks up and the consume rate follows
+    pos, le, ts, idx = F.col("start"), F.col("log_end"), F.col("ts_ms"), F.col("sample_idx")
     rows = (
         lagged.withColumn("prev_le", F.lag(le).over(w))
         .withColumn("prev_ts", F.lag(ts).over(w))
@@ -280,11 +284,13 @@ def partition_table(
 def _time_lag_and_rates(now_ms: int) -> list[Column]:
     """Kafka Lag Exporter's time lag, the rates and the ETA, from ``partition_table``'s aggregates.
 
-    Time lag: the committed offset ``c`` looked up on the (log-end, sample time) points;
-    interpolated on the newest segment that holds it, else extrapolated along the first and
-    last points (``LookupTable.lookup``); ``now - predicted time``, floored at 0. Zero when
-    ``c`` is at or past the last log-end; unknown (null) without a committed offset, with
-    fewer than two points, or when the log-end never moved (nothing to extrapolate along).
+    Time lag: the offset the connector reads next ``c`` (its committed offset, else the lag's
+    basis: log-start, where a sink without commits starts) looked up on the (log-end, sample
+    time) points; interpolated on the newest segment that holds it, else extrapolated along
+    the first and last points (``LookupTable.lookup``); ``now - predicted time``, floored at 0.
+    Zero when ``c`` is at or past the last log-end; unknown (null) with fewer than two points
+    or when the log-end never moved (nothing to extrapolate along). The consume rate follows
+    ``c`` over the samples, so a connector that does not commit consumes at 0 records/s.
     """
     c, last_le = F.col("c"), F.col("last_log_end")
     found = F.col("r_le").isNotNull()

@@ -39,6 +39,7 @@ def to_pandas(table: pa.Table) -> pd.DataFrame:
 def with_lag(samples: pd.DataFrame, window_start: pd.DataFrame) -> pd.DataFrame:
     df = samples.merge(window_start, on=TP, how="left")
     start = df["position"].fillna(df["log_start"]).fillna(df["ws_offset"]).fillna(0)
+    df["start"] = start
     df["lag"] = (df["log_end"] - start).clip(lower=0)
     df["basis"] = np.select(
         [df["position"].notna(), df["log_start"].notna(), df["ws_offset"].notna()],
@@ -152,8 +153,8 @@ def partition_table(
 ) -> pd.DataFrame:
     df = lagged.sort_values([*TP, "sample_idx"], kind="stable").reset_index(drop=True)
     by_tp = df.groupby(TP, sort=False)
-    last = by_tp.nth(-1).set_index(TP)[["lag", "basis", "log_end", "position", "ts_ms"]]
-    last = last.rename(columns={"log_end": "last_log_end", "position": "c", "ts_ms": "last_ts"})
+    last = by_tp.nth(-1).set_index(TP)[["lag", "basis", "log_end", "start", "ts_ms"]]
+    last = last.rename(columns={"log_end": "last_log_end", "start": "c", "ts_ms": "last_ts"})
     first = by_tp.nth(0).set_index(TP)[["log_end", "ts_ms"]]
     first = first.rename(columns={"log_end": "first_log_end", "ts_ms": "first_ts"})
     ws = by_tp["ws_offset"].max()
@@ -203,12 +204,12 @@ def _time_lag_and_rates(df: pd.DataFrame, parts: pd.DataFrame, now_ms: int) -> p
     )
     span_s = (out["last_ts"] - out["first_ts"]).astype("float64") / 1000.0
     out["produce_rate"] = ((out["last_log_end"] - out["first_log_end"]).astype("float64") / span_s).where(span_s > 0)
-    known = df[df["position"].notna()]
+    known = df[df["start"].notna()]
     by_known = known.groupby(TP)
     pos = pd.DataFrame(
         {
-            "first_pos": by_known["position"].first(),
-            "last_pos": by_known["position"].last(),
+            "first_pos": by_known["start"].first(),
+            "last_pos": by_known["start"].last(),
             "first_pos_ts": by_known["ts_ms"].first(),
             "last_pos_ts": by_known["ts_ms"].last(),
         }

@@ -50,7 +50,9 @@ def wait_for(check: Callable[[], Any], timeout: float, what: str) -> Any:
 class Sink:
     """A FileStreamSink connector on its own topic, removed afterwards."""
 
-    def __init__(self, kafka: Any, connect: Any, tmp_path: Path, partitions: int) -> None:
+    def __init__(
+        self, kafka: Any, connect: Any, tmp_path: Path, partitions: int, config: dict[str, str] | None = None
+    ) -> None:
         suffix = uuid.uuid4().hex[:8]
         self.name = f"check-sink-{suffix}"
         self.topic = f"check-{suffix}"
@@ -65,9 +67,10 @@ class Sink:
         self.producer = Producer({"bootstrap.servers": kafka.bootstrap, "linger.ms": 0})
         config = {
             "connector.class": "org.apache.kafka.connect.file.FileStreamSinkConnector",
+            "file": str(tmp_path / f"{self.name}.out"),
+            **(config or {}),
             "tasks.max": "1",
             "topics": self.topic,
-            "file": str(tmp_path / f"{self.name}.out"),
         }
         httpx.put(f"{self.url}/config", json=config, timeout=30).raise_for_status()
         self.wait_state("RUNNING")
@@ -127,23 +130,42 @@ def test_paused_sink_lag_is_exact_then_zero_after_resume(make_sink: Callable[[in
 
     httpx.put(f"{sink.url}/pause", timeout=30).raise_for_status()
     sink.wait_state("PAUSED")
+    # sampling starts while the sink is still caught up; records arrive during the sampling
+    result: dict[str, Snapshot] = {}
+    collector = threading.Thread(target=lambda: result.update(snap=sink.snapshot(samples=5, interval_s=1.0)))
+    collector.start()
+    time.sleep(1.5)
     sink.produce(0, 7)
     sink.produce(1, 4)
-
-    snap = sink.snapshot(samples=3, interval_s=1.0)
-    assert snap.group_id == sink.group
-    assert [p.log_end for p in snap.samples[-1].partitions] == [10, 6]
-    assert [p.committed for p in snap.samples[-1].partitions] == [3, 2]
-    doc = run_check(snap, Settings(), spark)
+    collector.join(timeout=120)
+    early = result["snap"]
+    assert [p.log_end for p in early.samples[0].partitions] == [3, 2]  # caught up at the first sample
+    assert [p.log_end for p in early.samples[-1].partitions] == [10, 6]
+    assert [p.committed for p in early.samples[-1].partitions] == [3, 2]
+    # Burrow at this point: the broker's recent log-ends (3, 2) are <= the last commits, so not
+    # STOP (checkIfRecentLagZero), and the lag was 0 at a commit (rule 1): OK on both partitions
+    doc = run_check(early, Settings(), spark)
     assert doc["lag"]["total"] == 11
     assert {(p["partition"], p["lag"], p["basis"]) for p in doc["lag"]["topPartitions"]} == {
         (0, 7, "committed"),
         (1, 4, "committed"),
     }
-    # nothing commits while paused: every partition is STOP, the connector ERR
+    assert doc["lag"]["burrow"]["statusCounts"] == {"OK": 2}
+    paused = run_check(early, Settings(desired_state="paused"), spark)
+    assert paused["verdict"] == "PAUSED"
+    assert paused["headline"]["totalLag"] == 11
+
+    # once every broker log-end in the window is past the commits: STOP, and the connector ERR
+    late = sink.snapshot(samples=3, interval_s=1.0)
+    doc = run_check(late, Settings(), spark)
     assert doc["lag"]["burrow"]["statusCounts"] == {"STOP": 2}
     assert doc["verdict"] == "UNHEALTHY"
     assert {"BURROW_ERR", "CONNECTOR_NOT_RUNNING"} <= {r["code"] for r in doc["reasons"]}
+    # ... unless it is paused on purpose: PAUSED with its lag, failing past maxLagWhilePaused
+    assert run_check(late, Settings(desired_state="paused"), spark)["verdict"] == "PAUSED"
+    over = run_check(late, Settings(desired_state="paused", max_lag_while_paused=10), spark)
+    assert over["verdict"] == "UNHEALTHY"
+    assert "LAG_WHILE_PAUSED_ABOVE_MAX" in {r["code"] for r in over["reasons"]}
 
     httpx.put(f"{sink.url}/resume", timeout=30).raise_for_status()
     sink.wait_state("RUNNING")
@@ -152,6 +174,110 @@ def test_paused_sink_lag_is_exact_then_zero_after_resume(make_sink: Callable[[in
     assert doc["lag"]["total"] == 0
     assert doc["lag"]["burrow"]["status"] == "OK"
     assert doc["verdict"] == "HEALTHY", doc["reasons"]
+
+
+class Timeline:
+    """Produces one record per batch to partition 0 every ``period_s``, remembering when each
+    offset was acknowledged: the truth a time lag is compared with."""
+
+    def __init__(self, sink: Sink, period_s: float, first_offset: int) -> None:
+        self.sink, self.period_s = sink, period_s
+        self.written_ms: dict[int, float] = {}
+        self.next_offset = first_offset
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.sink.produce(0, 1)  # flushed: acknowledged when this returns
+            self.written_ms[self.next_offset] = time.time() * 1000
+            self.next_offset += 1
+            self._stop.wait(self.period_s)
+
+    def __enter__(self) -> Timeline:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+
+def test_time_lag_matches_the_produce_timeline(make_sink: Callable[[int], Sink], spark: SparkSession) -> None:
+    """A paused sink at offset 0 while a record arrives every 0.25 s: its time lag is how long
+    ago offset 0 was written, within one sample interval (1 s)."""
+    sink = make_sink(1)
+    httpx.put(f"{sink.url}/pause", timeout=30).raise_for_status()
+    sink.wait_state("PAUSED")
+    with Timeline(sink, 0.25, first_offset=0) as timeline:
+        time.sleep(3.0)
+        snap = sink.snapshot(samples=5, interval_s=1.0)
+    last = snap.samples[-1]
+    committed = last.partitions[0].committed
+    assert committed in (None, 0)  # nothing consumed: position 0 (no commit, or the first)
+    truth_s = (last.ts_ms - timeline.written_ms[0]) / 1000
+    doc = run_check(snap, Settings(desired_state="paused"), spark)
+    measured = doc["headline"]["timeLagSeconds"]
+    assert measured is not None, doc["lag"]
+    assert abs(measured - truth_s) <= 1.0, (measured, truth_s)
+    assert doc["lag"]["etaSeconds"] is None
+    assert "not gaining" in doc["lag"]["etaReason"]
+
+
+@pytest.fixture
+def slow_sink(kafka: Any, connect_factory: Any, tmp_path: Path) -> Iterator[Callable[[int], Sink]]:
+    """Sinks of known speed (``SlowSinkConnector``: ``delay.ms`` per record) on their own worker."""
+    from tests.env.plugins import sinks_jar
+
+    worker = connect_factory("slow", extra_classpath=[sinks_jar()])
+    made: list[Sink] = []
+
+    def make(delay_ms: int) -> Sink:
+        config = {
+            "connector.class": "io.connectops.testplugins.SlowSinkConnector",
+            "delay.ms": str(delay_ms),
+            "consumer.override.max.poll.records": "5",
+        }
+        made.append(Sink(kafka, worker, tmp_path, 1, config=config))
+        return made[-1]
+
+    yield make
+    for sink in made:
+        sink.delete()
+
+
+def test_eta_for_a_sink_catching_up_and_none_for_one_falling_behind(
+    slow_sink: Callable[[int], Sink], spark: SparkSession
+) -> None:
+    # 40 ms per record: at most 25 records/s. One record first, so the group has joined and
+    # committed before the measurement (a consumer group takes seconds to form).
+    catching = slow_sink(40)
+    catching.produce(0, 1)
+    catching.wait_committed({0: 1})
+    catching.produce(0, 200)  # a backlog of 8 s at 25/s; then 4 records/s arrive while sampled
+    with Timeline(catching, 0.25, first_offset=201):
+        snap = catching.snapshot(samples=5, interval_s=1.0)
+    doc = run_check(snap, Settings(after_reset="toEarliest", max_lag=10), spark)
+    lag = doc["lag"]
+    assert lag["total"] > 0, lag  # still in its backlog at the last sample
+    assert lag["consumeRate"] > lag["produceRate"], lag
+    assert lag["etaSeconds"] == pytest.approx(lag["total"] / (lag["consumeRate"] - lag["produceRate"]))
+    assert doc["verdict"] == "CATCHING_UP", doc["reasons"]
+
+    # 500 ms per record: 2 records/s against 4 arriving
+    behind = slow_sink(500)
+    behind.produce(0, 1)
+    behind.wait_committed({0: 1})
+    with Timeline(behind, 0.25, first_offset=1):
+        time.sleep(2.0)
+        snap = behind.snapshot(samples=5, interval_s=1.5)
+    doc = run_check(snap, Settings(after_reset="toEarliest"), spark)
+    lag = doc["lag"]
+    assert lag["total"] > 0
+    assert lag["etaSeconds"] is None
+    assert lag["consumeRate"] < lag["produceRate"], lag
+    assert "not gaining" in lag["etaReason"]
+    assert "NOT_CATCHING_UP" in {r["code"] for r in doc["reasons"]}
 
 
 def test_records_keyed_to_one_partition_flag_balance(make_sink: Callable[[int], Sink], spark: SparkSession) -> None:

@@ -53,8 +53,10 @@ class TestTimeLag:
         assert row(engine, spark, History("t", 0, [100, 100, 100], [50] * 3))["time_lag_s"] is None
         # one point
         assert row(engine, spark, History("t", 0, [100], [50]))["time_lag_s"] is None
-        # no committed offset at the last sample
-        assert row(engine, spark, History("t", 0, [100, 200], [50, None]))["time_lag_s"] is None
+        # no committed offset at the last sample: from the log-start (0), as the lag is; along
+        # (100 @ 0, 200 @ 10 s), offset 0 was written at 10 - 200/10 = -10 s -> 20 s behind
+        no_commit = History("t", 0, [100, 200], [50, None], log_start=0)
+        assert row(engine, spark, no_commit)["time_lag_s"] == pytest.approx(20.0)
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -71,11 +73,18 @@ class TestRatesAndEta:
         assert slow["eta_s"] is None
         assert row(engine, spark, History("t", 0, [100, 200], [100, 200]))["eta_s"] == 0.0
 
+    def test_an_unknown_rate_leaves_the_topic_without_eta(self, engine: str, spark: SparkSession) -> None:
+        # one sample: no rate at all; a partial sum would flatter the ETA, so none
+        hs = [History("a", 0, [100], [50]), History("a", 1, [100], [60])]
+        res = run_engine(engine, spark, snapshot(hs, members=[member(0, ("a", 0), ("a", 1))]))
+        (a,) = res.topic_lags
+        assert (a.lag, a.consume_rate, a.produce_rate, a.eta_s) == (90, None, None, None)
+
     def test_topic_and_connector_roll_up(self, engine: str, spark: SparkSession) -> None:
         # a-0: lag 10, produce 10/s, consume 13/s, time lag 1 s (390 on (300@20 s, 400@30 s))
         # a-1: lag 100, produce 0, consume (100-0)/30 s; log-end flat at 200 with committed 100:
         #      nothing to extrapolate along -> time lag unknown
-        # b-0: no committed offset at all -> consume unknown
+        # b-0: no committed offset at all: read from log-start 0, which does not move -> consume 0
         hs = [
             History("a", 0, [100, 200, 300, 400], [0, 150, 300, 390]),
             History("a", 1, [200, 200, 200, 200], [0, 30, 60, 100]),
@@ -90,9 +99,9 @@ class TestRatesAndEta:
         assert a.eta_s == pytest.approx(110 / (13.0 + 100 / 30 - 10.0))
         assert a.time_lag_s == pytest.approx(1.0)  # the largest known
         b = topics["b"]
-        assert (b.lag, b.consume_rate, b.eta_s) == (40, None, None)
+        assert (b.lag, b.consume_rate, b.produce_rate, b.eta_s) == (40, 0.0, pytest.approx(1.0), None)
         overall = res.overall_lag
         assert overall is not None
         assert (overall.topic, overall.partitions, overall.lag) == ("*", 3, 150)
-        assert overall.consume_rate is None  # a partial sum would flatter the ETA
-        assert overall.eta_s is None
+        consume, produce = 13.0 + 100 / 30, 10.0 + 1.0
+        assert overall.eta_s == pytest.approx(150 / (consume - produce))

@@ -1,6 +1,6 @@
 """Test-only Kafka Connect plugins, built by ``tests/env/plugins/build.sh`` (run by provision.sh).
 
-``testsinks``: a sink that does not confirm offset changes (see its Java source).
+``testsinks``: a sink that does not confirm offset changes, and a sink of known speed (see their Java sources).
 ``mm2shapes``: three source connectors whose offsets have MirrorMaker 2's shapes and whose
 ``alterOffsets`` validate like MM2's (see the Java sources), because the real connect-mirror jars
 are not obtainable in this environment.

@@ -507,10 +507,14 @@ class Tansu(_Server):
     ``session.timeout.ms=6000`` (see ``consumer_config``).
     """
 
-    def __init__(self, root: Path, *, name: str = "tansu", timeout: float = 30.0) -> None:
+    def __init__(
+        self, root: Path, *, name: str = "tansu", timeout: float = 30.0, advertised_port: int | None = None
+    ) -> None:
         self.workdir = _unique_workdir(root, name)
         self.timeout = timeout
         self.port = free_port()
+        # Metadata tells clients to connect here after bootstrap (e.g. a proxy in front of the broker).
+        self.advertised_port = advertised_port or self.port
         self.bootstrap = f"127.0.0.1:{self.port}"
         self.startup_seconds: dict[str, float] = {}
         self._proc: ManagedProcess | None = None
@@ -532,7 +536,7 @@ class Tansu(_Server):
                 str(binary),
                 "broker",
                 f"--listener-url={listener}",
-                f"--advertised-listener-url={listener}",
+                f"--advertised-listener-url=tcp://127.0.0.1:{self.advertised_port}",
                 "--storage-engine=memory://tansu/",
             ],
             cwd=self.workdir,

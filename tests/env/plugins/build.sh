@@ -5,6 +5,10 @@
 #                                       connect-mirror jars are not obtainable here)
 #   testsinks -> $CACHE/testsinks.jar  (a sink that keeps Connect's default alterOffsets, i.e. does
 #                                       not confirm offset changes, as most real sinks)
+#   floodsource -> $CACHE/floodsource.jar  (a rate-limited source of fixed-size records whose
+#                                           offsets count records, for producer-pressure tests)
+#   promreporter -> $CACHE/promreporter.jar (a MetricsReporter serving Strimzi's JMX-exporter
+#                                           names; for the worker's class path, not plugin.path)
 # Idempotent and cached: the jar is rebuilt only when the hash of its sources changes. The hash
 # (recorded next to the jar as mm2shapes.jar.sha256) is the same one tests/env/plugins/__init__.py
 # computes to refuse a stale jar: sha256 over "sha256sum"-style lines of every file under
@@ -56,3 +60,5 @@ build_plugin() {
 
 build_plugin mm2shapes
 build_plugin testsinks
+build_plugin floodsource
+build_plugin promreporter

@@ -1,0 +1,200 @@
+"""The producer-pressure environment reproduces the founding case, and serves Strimzi's names.
+
+``PressureEnv`` (tests/env/pressure.py): Tansu behind a proxy that delays every Kafka request by
+``LATENCY_MS``, a Connect worker whose Kafka metrics PromReporter serves as Strimzi's JMX-exporter
+rules name them, and FloodSource connectors (fixed-size records at a fixed rate, offsets that
+count records).
+
+* With Kafka's producer defaults (``batch.size`` 16384) a source task sending ~1 KB records to a
+  one-partition topic gets ~16 records per request (one batch per request, one request in flight),
+  far fewer than it polls, so unacknowledged records pile up in the producer (the buffer runs
+  out) and the committed source offset trails the records polled by about as many.
+* ``producer.override.batch.size=327680``, applied with a REST ``PUT /config`` to the same
+  connector, lets every request carry what accumulated during the last round trip: records per
+  request up several times, the pile-up gone, the committed offset close behind.
+
+Every comparison is relative to figures measured in the same run (the drain rate, the other
+phase), not to fixed expected values.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.env.pressure import KAFKA_DEFAULT_BATCH_SIZE, SEED_BATCH_SIZE, PressureEnv
+from tests.env.servers import MissingTestEnvError, ServerStartError
+
+pytestmark = pytest.mark.e2e
+
+LATENCY_MS = 40.0
+RATE = 3000.0  # records/s the source offers
+RECORD_BYTES = 1000
+PHASE_SECONDS = 12.0
+FLUSH_INTERVAL_S = 1.0  # offset.flush.interval.ms of the test workers (tests/env/servers.py)
+
+
+@pytest.fixture(scope="module")
+def pressure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PressureEnv]:
+    env = PressureEnv(tmp_path_factory.mktemp("pressure"), latency_ms=LATENCY_MS)
+    try:
+        env.start()
+    except (MissingTestEnvError, ServerStartError) as exc:
+        pytest.fail(f"pressure environment did not start: {exc}", pytrace=False)
+    try:
+        yield env
+    finally:
+        env.stop()
+
+
+def wait_for(check: Callable[[], object], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if check():
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.25)
+    pytest.fail(f"timed out after {timeout}s waiting for {what}")
+
+
+# --------------------------------------------------------------------------------------------------
+# the exposition
+# --------------------------------------------------------------------------------------------------
+
+TASK = {"connector": "probe", "task": "0"}
+CLIENT = {"clientid": "connector-producer-probe-0"}
+
+
+def _objectname(group: str, attribute: str) -> str:
+    return f"kafka.connect<type={group}, connector=probe, task=0><>{attribute}"
+
+
+#: (sample name as exposed, its complete label set): what Strimzi's rules make of the attributes
+#: the founding case reads (derivation in PromReporter.java).
+EXPECTED: list[tuple[str, dict[str, str]]] = [
+    *(
+        (
+            "kafka_connect_source_task_source_record_active_count",
+            {**TASK, "_objectname": _objectname("source-task-metrics", attribute)},
+        )
+        for attribute in (
+            "source-record-active-count",
+            "source-record-active-count-max",
+            "source-record-active-count-avg",
+        )
+    ),
+    ("kafka_connect_source_task_source_record_poll_rate", TASK),
+    ("kafka_connect_source_task_source_record_poll_total", TASK),
+    ("kafka_connect_connector_task_offset_commit_max_time_ms", TASK),
+    ("kafka_connect_connector_task_offset_commit_avg_time_ms", TASK),
+    ("kafka_producer_records_per_request_avg", CLIENT),
+    ("kafka_producer_batch_size_avg", CLIENT),
+    ("kafka_producer_record_size_avg", CLIENT),
+    ("kafka_producer_buffer_available_bytes", CLIENT),
+    ("kafka_producer_buffer_total", CLIENT),  # buffer-total-bytes, caught by the "-total" counter rule
+    ("kafka_producer_request_latency_avg", CLIENT),
+    ("kafka_producer_record_queue_time_avg", CLIENT),
+    ("kafka_producer_record_send_total", CLIENT),
+    ("kafka_producer_topic_record_send_rate", {**CLIENT, "topic": "probe"}),
+]
+
+#: Names the attributes would get under a naive "kafka_connect_<type>_<attr>" mapping, which
+#: Strimzi's rules do not produce: serving them would make dashboards look right here and empty there.
+NOT_SERVED = [
+    "kafka_connect_source_task_source_record_active_count_max",
+    "kafka_connect_source_task_source_record_active_count_avg",
+    "kafka_connect_connector_task_offset_commit_failure_percentage",
+    "kafka_producer_record_send_rate",
+    "kafka_producer_buffer_total_bytes",
+    "kafka_connect_source_task_metrics_source_record_active_count",
+]
+
+
+def test_exposition_has_strimzi_names_and_labels(pressure: PressureEnv) -> None:
+    pressure.create_topic("probe")
+    pressure.create_flood("probe", "probe", rate=50, record_bytes=100)
+    try:
+        wait_for(
+            lambda: (
+                (pressure.figures("probe").record_send_total or 0) > 0
+                and pressure.figures("probe").commit_max_ms is not None
+            ),
+            60,
+            "the probe's producer to send and its task to commit",
+        )
+        response = httpx.get(pressure.metrics_url, timeout=10)
+        text = response.text
+    finally:
+        pressure.delete_connector("probe")
+
+    assert response.headers["content-type"].startswith("text/plain; version=0.0.4")
+    samples = {
+        (sample.name, tuple(sorted(sample.labels.items()))): family.type
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+    missing = [(name, labels) for name, labels in EXPECTED if (name, tuple(sorted(labels.items()))) not in samples]
+    assert not missing, f"not served (or with other labels): {missing}\n{text[:3000]}"
+    types = {name: samples[(name, tuple(sorted(labels.items())))] for name, labels in EXPECTED}
+    assert types["kafka_connect_source_task_source_record_poll_total"] == "counter"
+    assert types["kafka_producer_buffer_total"] == "counter"
+    assert types["kafka_producer_records_per_request_avg"] == "gauge"
+    served_names = {name for name, _ in samples}
+    assert not served_names & set(NOT_SERVED)
+    # Every served series has a clean name (rules applied, nothing passed through raw).
+    assert all(name.startswith("kafka_") and "-" not in name for name in served_names)
+
+
+# --------------------------------------------------------------------------------------------------
+# the founding case
+# --------------------------------------------------------------------------------------------------
+
+
+def test_default_batch_size_builds_pressure_that_the_override_relieves(pressure: PressureEnv) -> None:
+    pressure.create_topic("flood")  # one partition, as in the founding case
+    pressure.create_flood("flood", "flood", rate=RATE, record_bytes=RECORD_BYTES)
+    defaults = pressure.measure("flood", "defaults", starts_before=0, seconds=PHASE_SECONDS)
+
+    config = pressure.flood_config(
+        "flood", rate=RATE, record_bytes=RECORD_BYTES, extra={"producer.override.batch.size": SEED_BATCH_SIZE}
+    )
+    pressure.put_config("flood", config)
+    tuned = pressure.measure("flood", "batch.size 327680", starts_before=1, seconds=PHASE_SECONDS)
+    report = f"{defaults.summary()}\n{tuned.summary()}"
+    print(report)
+
+    d, t = defaults.last, tuned.last
+    assert d.records_per_request_avg is not None, report
+    assert d.record_size_avg is not None, report
+    assert d.buffer_total_bytes, report
+    assert t.records_per_request_avg is not None, report
+    assert t.buffer_total_bytes, report
+    # Defaults: one batch (<= batch.size) per request, one request in flight, so a request holds
+    # no more records than batch.size has room for.
+    assert (d.batch_size_avg or 0) <= KAFKA_DEFAULT_BATCH_SIZE, report
+    assert d.records_per_request_avg <= KAFKA_DEFAULT_BATCH_SIZE / RECORD_BYTES, report
+    # The producer drains far less per offset flush than the task has outstanding...
+    drained_per_flush = defaults.acked_per_second() * FLUSH_INTERVAL_S
+    assert defaults.queue_peak() > 10 * drained_per_flush, report
+    # ... the buffer is close to exhausted, and the committed offset trails by about that queue.
+    assert (d.buffer_available_bytes or 0) < 0.5 * d.buffer_total_bytes, report
+    assert defaults.commit_lag() > 10 * drained_per_flush, report
+    assert defaults.commit_lag() > 0.5 * (d.active_count or 0), report
+
+    # Override: several times the records per request, the queue and the commit lag gone.
+    assert t.records_per_request_avg >= 4 * d.records_per_request_avg, report
+    assert tuned.queue_peak() * 10 <= defaults.queue_peak(), report
+    assert tuned.commit_lag() * 4 <= defaults.commit_lag(), report
+    assert (t.buffer_available_bytes or 0) > 0.9 * t.buffer_total_bytes, report
+    # The source keeps up with what it offers once the producer does.
+    assert tuned.acked_per_second() > 0.8 * RATE, report
+    # Since KAFKA-12226 (Connect 3.1) commits never wait for unacknowledged records, so the
+    # pressure does not show as commit failures, in either phase.
+    assert d.commit_failure_percentage == 0, report
+    assert t.commit_failure_percentage == 0, report

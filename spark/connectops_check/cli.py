@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from connectops_check.snapshot import Snapshot
+from connectops_check.snapshot import Scrape, Snapshot
 from connectops_check.verdict import Settings
 
 CONFIGMAP_KEY = "verdict.json"
@@ -79,6 +79,24 @@ def parser() -> argparse.ArgumentParser:
         type=duration_s,
         default=None,
         help="traffic window length ending at the last sample (default: the sampling span)",
+    )
+    src.add_argument(
+        "--metrics-url",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="a worker's Prometheus endpoint (repeatable): source tasks' producer pressure is diagnosed",
+    )
+    src.add_argument("--offset-flush-timeout-ms", type=int, default=5000, help="the workers' offset.flush.timeout.ms")
+    src.add_argument(
+        "--offset-flush-interval-ms", type=int, default=60000, help="the workers' offset.flush.interval.ms"
+    )
+    src.add_argument("--baseline-verdict", type=Path, help="a previous verdict file: its figures are the 'before'")
+    src.add_argument(
+        "--baseline-configmap",
+        type=_configmap_ref,
+        metavar="NAMESPACE/NAME",
+        help="a previous check's verdict ConfigMap: its figures are the 'before' (missing: no comparison)",
     )
     src.add_argument("--snapshot", type=Path, help="replay this snapshot file instead of collecting")
     src.add_argument("--save-snapshot", type=Path, help="also write the collected snapshot to this file")
@@ -168,24 +186,64 @@ def _snapshot(args: argparse.Namespace) -> Snapshot:
         source_bootstrap=args.source_bootstrap,
         source_client_config=dict(args.source_client_config),
         window_start_ms=window_start,
+        metrics_urls=args.metrics_url,
     )
     if args.save_snapshot is not None:
         snapshot.save(args.save_snapshot)
     return snapshot
 
 
-def write_configmap(namespace: str, name: str, verdict_json: str) -> None:
-    """Creates or updates the ConfigMap the operator reads (in-cluster config, else KUBECONFIG)."""
+def _baseline(args: argparse.Namespace) -> list[Scrape]:
+    """The previous check's scrapes; a missing or unreadable baseline only means no comparison."""
+    from connectops_check.producer_check import baseline_scrapes
+
+    previous: Any = None
     try:
-        from kubernetes import client, config
-        from kubernetes.client.exceptions import ApiException
-    except ImportError as error:
-        raise RuntimeError("--output-configmap needs the kubernetes Python client") from error
+        if args.baseline_verdict is not None:
+            previous = json.loads(args.baseline_verdict.read_text(encoding="utf-8"))
+        elif args.baseline_configmap is not None:
+            previous = read_configmap(*args.baseline_configmap)
+        return baseline_scrapes(previous if isinstance(previous, dict) else None)
+    except Exception as error:  # the comparison is optional: never fail the check over it
+        print(f"connectops-check: no baseline ({type(error).__name__}: {str(error)[:300]})", file=sys.stderr)
+        return []
+
+
+def read_configmap(namespace: str, name: str) -> dict[str, Any] | None:
+    """The verdict JSON in a ConfigMap, None when there is none."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    _load_kube_config()
+    try:
+        cm = client.CoreV1Api().read_namespaced_config_map(name, namespace)
+    except ApiException as error:
+        if error.status == 404:
+            return None
+        raise
+    text = (cm.data or {}).get(CONFIGMAP_KEY)
+    value = json.loads(text) if text else None
+    return value if isinstance(value, dict) else None
+
+
+def _load_kube_config() -> None:
+    from kubernetes import config
+
     # the kubernetes client leaves its config loaders unannotated
     try:
         config.load_incluster_config()  # type: ignore[no-untyped-call]
     except config.ConfigException:
         config.load_kube_config()  # type: ignore[no-untyped-call]
+
+
+def write_configmap(namespace: str, name: str, verdict_json: str) -> None:
+    """Creates or updates the ConfigMap the operator reads (in-cluster config, else KUBECONFIG)."""
+    try:
+        from kubernetes import client
+        from kubernetes.client.exceptions import ApiException
+    except ImportError as error:
+        raise RuntimeError("--output-configmap needs the kubernetes Python client") from error
+    _load_kube_config()
     api = client.CoreV1Api()
     body = client.V1ConfigMap(
         metadata=client.V1ObjectMeta(name=name, labels={"app.kubernetes.io/managed-by": "connectops-check"}),
@@ -217,12 +275,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         after_reset=args.after_reset,
         max_lag_while_paused=args.max_lag_while_paused,
         max_time_lag_while_paused_s=args.max_time_lag_while_paused,
+        offset_flush_timeout_ms=args.offset_flush_timeout_ms,
+        offset_flush_interval_ms=args.offset_flush_interval_ms,
     )
     snapshot = _snapshot(args)
+    baseline = _baseline(args)
     spark = None
     if needs_spark(snapshot):
         spark = spark_session(None if args.master == "none" else args.master, args.driver_memory)
-    return run_check(snapshot, settings, spark)
+    return run_check(snapshot, settings, spark, baseline)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

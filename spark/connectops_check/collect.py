@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 from urllib.parse import quote
@@ -37,17 +37,22 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]  # isort: skip
 
 from connectops_check.snapshot import (
+    PRODUCER_SETTINGS,
     ConnectorKind,
     Member,
     PartitionSample,
     Sample,
+    Scrape,
     Snapshot,
     TaskInfo,
     TopicPartition,
     WindowStartOffset,
 )
+from connectops_check.worker_metrics import ExpositionError, TaskFigures, parse_worker_metrics, read_exposition
 
 MIRROR_SOURCE_SUFFIX = "MirrorSourceConnector"
+#: collection notes kept (one per distinct failure), so a flapping endpoint cannot grow the verdict
+MAX_NOTES = 50
 REQUEST_TIMEOUT_S = 15.0
 LATEST: OffsetSpec = OffsetSpec.latest()  # type: ignore[no-untyped-call]
 EARLIEST: OffsetSpec = OffsetSpec.earliest()  # type: ignore[no-untyped-call]
@@ -124,6 +129,15 @@ class ConnectRest:
     def task_configs(self, name: str) -> list[dict[str, Any]]:
         tasks = self._json(f"/connectors/{quote(name, safe='')}/tasks")
         return list(tasks) if isinstance(tasks, list) else []
+
+    def worker_version(self) -> str | None:
+        """The worker's Kafka version (``GET /``), None when it does not say."""
+        try:
+            answer = self._json("/")
+        except (httpx.HTTPError, CollectionError, ValueError):
+            return None
+        version = answer.get("version") if isinstance(answer, dict) else None
+        return str(version)[:64] if version is not None else None
 
     def offsets(self, name: str) -> dict[str, Any] | None:
         """KIP-875 offsets, or None when the worker predates them (Connect < 3.5)."""
@@ -320,13 +334,16 @@ def collect_snapshot(
     source_bootstrap: str | None = None,
     source_client_config: Mapping[str, str] | None = None,
     window_start_ms: int | None = None,
+    metrics_urls: Sequence[str] = (),
     sleep: Callable[[float], None] = time.sleep,
 ) -> Snapshot:
     """Samples a connector ``samples`` times, ``interval_s`` apart, and returns the snapshot.
 
     ``bootstrap`` is the cluster a sink reads (unused for MirrorMaker 2, whose log-ends come
     from ``source_bootstrap`` or its ``source.cluster.bootstrap.servers``). ``window_start_ms``
-    starts the traffic window (default: the first sample).
+    starts the traffic window (default: the first sample). ``metrics_urls``: the workers'
+    Prometheus endpoints; a source connector's tasks are scraped at every sample for the
+    producer-pressure diagnosis (``pressure``).
     """
     if samples < 1:
         raise ValueError("samples must be at least 1")
@@ -359,7 +376,12 @@ def collect_snapshot(
                 f"{info.connector_class or 'this source connector'} keeps connector-defined offsets in the "
                 "Connect offsets topic; there is no broker-side log-end to measure its lag against"
             )
-        if snapshot.samples:
+            if metrics_urls:
+                snapshot.worker_version = rest.worker_version()
+                overrides = {k: info.config.get(PRODUCER_OVERRIDE + k) for k in PRODUCER_SETTINGS}
+                snapshot.producer_overrides = {k: v for k, v in overrides.items() if v is not None}
+                _collect_scrapes(snapshot, metrics_urls, samples, interval_s, sleep)
+        if snapshot.samples or snapshot.scrapes:
             # Task states at the END of the window decide which owners count as alive.
             final = rest.info(connector)
             snapshot.connector_state, snapshot.tasks = final.state, final.tasks
@@ -368,6 +390,48 @@ def collect_snapshot(
     finally:
         rest.close()
     return snapshot
+
+
+PRODUCER_OVERRIDE = "producer.override."
+#: a scrape that does not answer within this long is skipped (noted), not waited for
+SCRAPE_TIMEOUT_S = 5.0
+
+
+def scrape_workers(
+    urls: Sequence[str], connector: str, notes: list[str], client: httpx.Client | None = None
+) -> list[TaskFigures]:
+    """This connector's task figures from every worker's exposition (a task runs on one worker).
+
+    Each body is streamed and refused past ``worker_metrics``' size bound, so a URL that answers
+    forever or with gigabytes cannot exhaust the driver's memory; a failing worker is a note.
+    """
+    owned = client is None
+    http = client or httpx.Client(timeout=SCRAPE_TIMEOUT_S, follow_redirects=False)
+    found: dict[tuple[str, int], TaskFigures] = {}
+    try:
+        for url in urls:
+            try:
+                with http.stream("GET", url, headers={"Accept": "text/plain"}) as response:
+                    response.raise_for_status()
+                    text = read_exposition(response.iter_bytes())
+                found.update(parse_worker_metrics(text, connector))
+            except (httpx.HTTPError, ExpositionError) as error:
+                note = f"metrics {url[:200]}: {type(error).__name__}: {str(error)[:200]}"
+                if note not in notes and len(notes) < MAX_NOTES:
+                    notes.append(note)
+    finally:
+        if owned:
+            http.close()
+    return [found[k] for k in sorted(found)]
+
+
+def _collect_scrapes(
+    snapshot: Snapshot, urls: Sequence[str], samples: int, interval_s: float, sleep: Callable[[float], None]
+) -> None:
+    with httpx.Client(timeout=SCRAPE_TIMEOUT_S, follow_redirects=False) as http:
+        for _ in _sampling(samples, interval_s, sleep):
+            ts = now_ms()
+            snapshot.scrapes.append(Scrape(ts, scrape_workers(urls, snapshot.connector, snapshot.notes, http)))
 
 
 def _sampling(samples: int, interval_s: float, sleep: Callable[[float], None]) -> Iterable[int]:

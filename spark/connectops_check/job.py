@@ -17,7 +17,7 @@ from pyspark.sql import SparkSession
 
 from connectops_check import metrics
 from connectops_check.frames import snapshot_tables
-from connectops_check.snapshot import ConnectorKind, Snapshot
+from connectops_check.snapshot import ConnectorKind, Scrape, Snapshot
 from connectops_check.verdict import Settings, build
 
 APP_NAME = "connectops-check"
@@ -81,10 +81,12 @@ def needs_spark(snapshot: Snapshot) -> bool:
     )
 
 
-def run_check(snapshot: Snapshot, settings: Settings, spark: SparkSession | None) -> dict[str, Any]:
+def run_check(
+    snapshot: Snapshot, settings: Settings, spark: SparkSession | None, baseline: list[Scrape] | None = None
+) -> dict[str, Any]:
     """The verdict for one snapshot; ``spark`` may be None only when ``needs_spark`` is False."""
     if not needs_spark(snapshot):
-        return build(snapshot, None, settings)
+        return build(snapshot, None, settings, baseline)
     if spark is None:
         raise ValueError("this snapshot has partitions to measure: a SparkSession is required")
     results = metrics.compute(
@@ -95,4 +97,4 @@ def run_check(snapshot: Snapshot, settings: Settings, spark: SparkSession | None
         allowed_lag=settings.allowed_lag,
         minimum_complete=settings.minimum_complete,
     )
-    return build(snapshot, results, settings)
+    return build(snapshot, results, settings, baseline)

@@ -14,10 +14,12 @@ resumes at ``stored + 1``). The metrics layer normalises both to a "position".
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
+
+from connectops_check.worker_metrics import TaskFigures
 
 SNAPSHOT_VERSION = 1
 
@@ -101,6 +103,25 @@ class TaskInfo:
     trace: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Scrape:
+    """One scrape of the workers' metrics: the figures of this connector's tasks at ``ts_ms``."""
+
+    ts_ms: int
+    tasks: list[TaskFigures]
+
+
+#: ``producer.override.*`` settings the diagnosis reads; nothing else of the config is kept,
+#: since other overrides may hold credentials (``sasl.jaas.config``)
+PRODUCER_SETTINGS = (
+    "batch.size",
+    "linger.ms",
+    "buffer.memory",
+    "max.request.size",
+    "max.in.flight.requests.per.connection",
+)
+
+
 @dataclass(slots=True)
 class Snapshot:
     """Everything one check needs, collected on the driver.
@@ -124,6 +145,9 @@ class Snapshot:
     group_id: str | None = None
     notes: list[str] = field(default_factory=list)
     not_applicable_reason: str | None = None
+    worker_version: str | None = None
+    producer_overrides: dict[str, str] = field(default_factory=dict)
+    scrapes: list[Scrape] = field(default_factory=list)
     version: int = SNAPSHOT_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -163,6 +187,9 @@ class Snapshot:
             "group_id": self.group_id,
             "notes": list(self.notes),
             "not_applicable_reason": self.not_applicable_reason,
+            "worker_version": self.worker_version,
+            "producer_overrides": dict(self.producer_overrides),
+            "scrapes": [{"ts_ms": sc.ts_ms, "tasks": [figures_to_dict(t) for t in sc.tasks]} for sc in self.scrapes],
         }
 
     @classmethod
@@ -222,6 +249,14 @@ class Snapshot:
             group_id=data.get("group_id"),
             notes=[str(n) for n in data.get("notes", [])],
             not_applicable_reason=data.get("not_applicable_reason"),
+            worker_version=data.get("worker_version"),
+            producer_overrides={
+                str(k): str(v) for k, v in (data.get("producer_overrides") or {}).items() if k in PRODUCER_SETTINGS
+            },
+            scrapes=[
+                Scrape(ts_ms=int(sc["ts_ms"]), tasks=[figures_from_dict(t) for t in sc.get("tasks", [])])
+                for sc in data.get("scrapes", [])
+            ],
         )
 
     def save(self, path: str | Path) -> None:
@@ -241,3 +276,24 @@ def _opt_int(value: object) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int | str | float):
         raise TypeError(f"expected an integer or null, got {value!r}")
     return int(value)
+
+
+def figures_to_dict(figures: TaskFigures) -> dict[str, Any]:
+    return {f.name: getattr(figures, f.name) for f in fields(figures)}
+
+
+def figures_from_dict(data: Any) -> TaskFigures:
+    """A ``TaskFigures`` from its JSON form; numbers checked, unknown keys refused."""
+    if not isinstance(data, dict):
+        raise TypeError(f"task figures must be an object, got {type(data).__name__}")
+    known = {f.name for f in fields(TaskFigures)}
+    unknown = set(data) - known
+    if unknown:
+        raise ValueError(f"unknown task figures {sorted(unknown)}")
+    values: dict[str, Any] = {"connector": str(data["connector"]), "task": int(data["task"])}
+    for name in known - {"connector", "task"}:
+        value = data.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise TypeError(f"{name}: expected a number or null, got {value!r}")
+        values[name] = None if value is None else float(value)
+    return TaskFigures(**values)

@@ -35,8 +35,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from connectops_check.producer_check import producer_block
 from connectops_check.results import MemberLoad, MetricResults, PartitionLag, TopicLag, TrafficStats, rollup
-from connectops_check.snapshot import ConnectorKind, Snapshot
+from connectops_check.snapshot import ConnectorKind, Scrape, Snapshot
 
 SCHEMA = "connectops.check/v1"
 
@@ -79,6 +80,8 @@ class Settings:
     after_reset: str | None = None
     max_lag_while_paused: int | None = None
     max_time_lag_while_paused_s: float | None = None
+    offset_flush_timeout_ms: int = 5000
+    offset_flush_interval_ms: int = 60000
 
     def __post_init__(self) -> None:
         if self.window < 1 or self.top_n < 1:
@@ -113,6 +116,8 @@ class Settings:
             "afterReset": self.after_reset,
             "maxLagWhilePaused": self.max_lag_while_paused,
             "maxTimeLagWhilePausedSeconds": self.max_time_lag_while_paused_s,
+            "offsetFlushTimeoutMs": self.offset_flush_timeout_ms,
+            "offsetFlushIntervalMs": self.offset_flush_interval_ms,
         }
 
 
@@ -186,8 +191,11 @@ def assignment_balance(members: list[MemberLoad], threshold: float) -> dict[str,
     }
 
 
-def build(snapshot: Snapshot, results: MetricResults | None, settings: Settings) -> dict[str, Any]:
-    """The verdict document. ``results`` is None when there was nothing to compute."""
+def build(
+    snapshot: Snapshot, results: MetricResults | None, settings: Settings, baseline: list[Scrape] | None = None
+) -> dict[str, Any]:
+    """The verdict document. ``results`` is None when there was nothing to compute.
+    ``baseline``: the previous check's scrapes of the workers' metrics (the "before")."""
     reasons = _Reasons()
     doc: dict[str, Any] = {
         "schema": SCHEMA,
@@ -215,11 +223,18 @@ def build(snapshot: Snapshot, results: MetricResults | None, settings: Settings)
             "notes": list(snapshot.notes),
         },
         "settings": settings.as_json(),
+        "producer": None,
     }
     _task_reasons(snapshot, reasons)
+    doc["producer"] = producer_block(
+        snapshot, settings.offset_flush_timeout_ms, settings.offset_flush_interval_ms, baseline or [], reasons.add
+    )
     not_applicable = _not_applicable(snapshot, results)
     if not_applicable is not None:
         reasons.add("INFO", not_applicable[0], not_applicable[1])
+        if doc["producer"] is not None:
+            # no lag to judge, but the producer was: the verdict is about it
+            doc["verdict"] = reasons.level()
         return doc
     assert results is not None  # _not_applicable returns a reason when results is None
     lag = _lag_block(results, settings, reasons)

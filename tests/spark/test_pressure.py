@@ -722,3 +722,20 @@ def test_compare_reports_what_it_could_not_compare() -> None:
     assert "offset commit failures" in effect.not_compared
     with pytest.raises(ValueError, match="compare one task with itself"):
         compare(seed_before(), [TaskFigures("inventory-cdc", 1, records_per_request_avg=1.0)])
+
+
+def test_a_slower_but_harmless_commit_does_not_make_a_cure_worse() -> None:
+    # measured in the pressure environment: the override took requests from 16 to 130 records and
+    # the queue from 33,000 to 1,260, while the longest commit went 59 -> 89 ms (timeout 5,000 ms)
+    from connectops_check.pressure import Verdict as EffectVerdict
+    from connectops_check.pressure import compare as compare_effect
+    from connectops_check.worker_metrics import TaskFigures as Figures
+
+    before = [Figures("c", 0, records_per_request_avg=16.0, source_record_active_count_max=33000.0,
+                      offset_commit_max_time_ms=59.0)]  # fmt: skip
+    after = [Figures("c", 0, records_per_request_avg=130.0, source_record_active_count_max=1260.0,
+                     offset_commit_max_time_ms=89.0)]  # fmt: skip
+    effect = compare_effect(before, after)
+    assert effect.verdict is EffectVerdict.IMPROVED
+    commit = next(c for c in effect.changes if c.figure == "longest offset commit")
+    assert commit.verdict is EffectVerdict.WORSE  # still reported

@@ -7,7 +7,7 @@ here by the job's own argument parser: a flag one side renames fails this test.
 from __future__ import annotations
 
 from connectops.models.checks import CheckSpec
-from connectops.planning.checks import CheckContext, CheckTarget, conditions_for, job_arguments
+from connectops.planning.checks import CheckContext, CheckTarget, conditions_for, job_arguments, producer_summary
 from connectops_check.cli import parser
 
 TARGET = CheckTarget(
@@ -74,3 +74,67 @@ def test_catching_up_and_past_the_paused_threshold() -> None:
     assert conditions_for("COMPLETED", over).lag[:2] == (False, "LAG_WHILE_PAUSED_ABOVE_MAX")
     behind = _verdict("DEGRADED", ("DEGRADED", "NOT_CATCHING_UP", "after toEarliest: the consumer is not gaining"))
     assert conditions_for("COMPLETED", behind).lag[:2] == (False, "NOT_CATCHING_UP")
+
+
+def test_worker_metrics_and_baseline_reach_the_job() -> None:
+    target = CheckTarget(**{**TARGET.__dict__, "metrics_urls": ("http://w0:9404/metrics", "http://w1:9404/metrics")})
+    args = job_arguments(target, CheckSpec(), "src-check-g3", CheckContext(baseline_config_map="src-check-g2-verdict"))
+    parsed = parser().parse_args(args)
+    assert parsed.metrics_url == ["http://w0:9404/metrics", "http://w1:9404/metrics"]
+    assert (parsed.offset_flush_timeout_ms, parsed.offset_flush_interval_ms) == (5000, 60000)
+    assert parsed.baseline_configmap == ("ns", "src-check-g2-verdict")
+    # without metrics there is nothing to compare: no baseline argument
+    assert "--baseline-configmap" not in job_arguments(TARGET, CheckSpec(), "a", CheckContext(baseline_config_map="b"))
+
+
+def test_producer_pressure_becomes_a_condition_and_a_ready_patch() -> None:
+    patch = {"spec": {"producerOverrides": {"batchSize": 327680}}}
+    verdict = {
+        **_verdict("UNHEALTHY", ("UNHEALTHY", "PRODUCER_PRESSURE", "task 0: commits fail")),
+        "lag": None,
+        "producer": {
+            "tasks": [
+                {
+                    "task": 0,
+                    "diagnosis": {
+                        "message": "task 0: commits fail. Fix: raise producer.override.batch.size to 327,680",
+                        "recommendation": {"patch": patch, "properties": {"producer.override.batch.size": "327680"}},
+                    },
+                    "effect": None,
+                }
+            ]
+        },
+    }
+    assert conditions_for("COMPLETED", verdict).producer == (
+        False,
+        "ProducerPressure",
+        "task 0: commits fail. Fix: raise producer.override.batch.size to 327,680",
+    )
+    summary = producer_summary(verdict)
+    assert summary is not None
+    assert summary["recommendedPatch"] == patch
+    cured = {
+        **verdict,
+        "producer": {"tasks": [{"task": 0, "diagnosis": None, "effect": {"message": "task 0: improved"}}]},
+    }
+    assert conditions_for("COMPLETED", cured).producer == (
+        True,
+        "NoProducerPressure",
+        "1 task(s): producers keep up, offset commits keep up; task 0: improved",
+    )
+    assert conditions_for("COMPLETED", _verdict("HEALTHY")).producer is None  # metrics not read
+
+
+def test_the_state_a_reset_leaves_its_connector_in() -> None:
+    from connectops.models.connector import ConnectorSpec
+    from connectops.models.offset_reset import OffsetResetSpec
+    from connectops.reconcilers.offset_reset import _state_after
+
+    paused = ConnectorSpec.model_validate({"clusterRef": {"name": "c"}, "class": "x", "state": "paused"})
+    reset = OffsetResetSpec.model_validate({"connectorRef": {"name": "s"}, "action": "toEarliest"})
+    assert _state_after(reset, paused) == "paused"
+    assert _state_after(reset, None) == "running"
+    stopped = OffsetResetSpec.model_validate({"connectorRef": {"name": "s"}, "resume": "stopped"})
+    assert _state_after(stopped, paused) == "stopped"
+    args = job_arguments(TARGET, CheckSpec(), "r", CheckContext(desired_state=_state_after(reset, paused)))
+    assert parser().parse_args(args).desired_state == "paused"

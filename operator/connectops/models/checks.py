@@ -88,3 +88,8 @@ class LastCheck(StatusModel):
     verdict: str | None = Field(default=None, description="HEALTHY, DEGRADED, UNHEALTHY, NOT_APPLICABLE.")
     headline: dict[str, Any] | None = Field(default=None, description="Headline numbers.")
     reasons: list[str] = Field(default_factory=list, description="Reasons (severity code: message).")
+    producer: dict[str, Any] | None = Field(
+        default=None,
+        description="Producer pressure: the diagnosis, the recommended producerOverrides patch, the effect "
+        "of the last change (when the ConnectCluster names its workers' metrics).",
+    )

@@ -61,6 +61,29 @@ class ConnectTopics(CamelModel):
     status: str = Field(default="connect-status", description="status.storage.topic")
 
 
+class WorkerMetrics(CamelModel):
+    """Where the workers' metrics can be read, and the worker settings Connect's REST API does not
+    show. The post-change check reads them to see producer pressure on source tasks (small
+    batches, a growing outstanding-record queue, offset commits that fail or trail)."""
+
+    urls: list[Annotated[str, Field(min_length=1, max_length=2048, pattern=r"^https?://")]] = Field(
+        min_length=1,
+        max_length=32,
+        description="Prometheus endpoints of the workers (one per worker, e.g. the JMX exporter's "
+        "http://connect-0.connect:9404/metrics), named as Strimzi's example exporter rules name them. "
+        "Subject to the same allowlist as restUrl.",
+    )
+    offset_flush_timeout_ms: int = Field(
+        default=5000, ge=1, le=3_600_000, description="The workers' offset.flush.timeout.ms (Connect's default 5000)."
+    )
+    offset_flush_interval_ms: int = Field(
+        default=60000,
+        ge=1,
+        le=86_400_000,
+        description="The workers' offset.flush.interval.ms (Connect's default 60000).",
+    )
+
+
 class ConnectClusterSpec(CamelModel):
     """A Kafka Connect worker group: where its REST API is and how to reach its Kafka."""
 
@@ -80,6 +103,9 @@ class ConnectClusterSpec(CamelModel):
         default=None, description="SparkApplication settings for checks (else the operator's defaults)."
     )
     request_timeout_seconds: float = Field(default=30.0, gt=0, le=600, description="Timeout of one REST call.")
+    worker_metrics: WorkerMetrics | None = Field(
+        default=None, description="Where the checks read the workers' metrics (producer pressure diagnosis)."
+    )
 
 
 class Capabilities(StatusModel):

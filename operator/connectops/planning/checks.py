@@ -120,6 +120,8 @@ class CheckContext:
 
     desired_state: str = "running"
     after_reset: str | None = None
+    #: the previous check's verdict ConfigMap: its worker-metrics figures are the "before"
+    baseline_config_map: str | None = None
 
 
 @dataclass(frozen=True)
@@ -132,6 +134,10 @@ class CheckTarget:
     connector: str
     connect_url: str
     bootstrap: str
+    #: the workers' Prometheus endpoints (allowlisted like restUrl) and the settings REST hides
+    metrics_urls: tuple[str, ...] = ()
+    offset_flush_timeout_ms: int | None = None
+    offset_flush_interval_ms: int | None = None
 
 
 def job_arguments(
@@ -170,6 +176,17 @@ def job_arguments(
             args += [flag, str(value)]
     if context.desired_state != "running":
         args += ["--desired-state", context.desired_state]
+    if context.baseline_config_map and target.metrics_urls:
+        args += ["--baseline-configmap", f"{target.namespace}/{context.baseline_config_map}"]
+    for url in target.metrics_urls:
+        args += ["--metrics-url", url]
+    if target.metrics_urls:
+        args += [
+            "--offset-flush-timeout-ms",
+            str(target.offset_flush_timeout_ms or 5000),
+            "--offset-flush-interval-ms",
+            str(target.offset_flush_interval_ms or 60000),
+        ]
     return args
 
 
@@ -241,6 +258,8 @@ def spark_application(
 class CheckConditions:
     lag: tuple[bool | None, str, str]
     balance: tuple[bool | None, str, str]
+    #: ProducerHealthy; None when the check did not read the workers' metrics
+    producer: tuple[bool | None, str, str] | None = None
 
 
 def conditions_for(state: str, verdict: Mapping[str, Any] | None, error: str | None = None) -> CheckConditions:
@@ -272,7 +291,46 @@ def conditions_for(state: str, verdict: Mapping[str, Any] | None, error: str | N
             if bad
             else (True, "Balanced", "traffic and assignment within thresholds")
         )
-    return CheckConditions(lag, balance)
+    return CheckConditions(lag, balance, producer_condition(verdict.get("producer")))
+
+
+def producer_condition(block: Any) -> tuple[bool | None, str, str] | None:
+    """ProducerHealthy from the verdict's producer block (None: the metrics were not read)."""
+    if not isinstance(block, Mapping):
+        return None
+    tasks = [t for t in block.get("tasks") or [] if isinstance(t, Mapping)]
+    effects = [str((t.get("effect") or {}).get("message", "")) for t in tasks if isinstance(t.get("effect"), Mapping)]
+    diagnosed = [t["diagnosis"] for t in tasks if isinstance(t.get("diagnosis"), Mapping)]
+    if diagnosed:
+        return (False, "ProducerPressure", str(diagnosed[0].get("message", ""))[:1500])
+    if not tasks:
+        return (None, "NotMeasured", "the workers' metrics served no figures for this connector's tasks")
+    said = f"{len(tasks)} task(s): producers keep up, offset commits keep up"
+    return (True, "NoProducerPressure", ("; ".join([said, *effects]))[:1500])
+
+
+def producer_summary(verdict: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """What ``status.lastCheck.producer`` shows: the first diagnosis, its recommendation as a
+    ready patch of the Connector, and the effect of the last change."""
+    block = (verdict or {}).get("producer")
+    if not isinstance(block, Mapping):
+        return None
+    summary: dict[str, Any] = {}
+    for task in block.get("tasks") or []:
+        if not isinstance(task, Mapping):
+            continue
+        diagnosis = task.get("diagnosis")
+        if isinstance(diagnosis, Mapping) and "diagnosis" not in summary:
+            summary["diagnosis"] = str(diagnosis.get("message", ""))[:1500]
+            summary["task"] = task.get("task")
+            rec = diagnosis.get("recommendation")
+            if isinstance(rec, Mapping):
+                summary["recommendedPatch"] = rec.get("patch")
+                summary["recommendedProperties"] = rec.get("properties")
+        effect = task.get("effect")
+        if isinstance(effect, Mapping) and "effect" not in summary:
+            summary["effect"] = str(effect.get("message", ""))[:1500]
+    return summary
 
 
 def summarize_reasons(verdict: Mapping[str, Any] | None, limit: int = 10) -> list[str]:

@@ -33,6 +33,7 @@ from connectops.planning.checks import (
     conditions_for,
     merge_defaults,
     not_allowed,
+    producer_summary,
     spark_application,
     summarize_reasons,
     verdict_config_map,
@@ -86,6 +87,11 @@ class CheckRunner:
             connector=connector,
             connect_url=cluster.rest_url,
             bootstrap=cluster.kafka.bootstrap_servers,
+            metrics_urls=tuple(cluster.worker_metrics.urls) if cluster.worker_metrics else (),
+            offset_flush_timeout_ms=cluster.worker_metrics.offset_flush_timeout_ms if cluster.worker_metrics else None,
+            offset_flush_interval_ms=(
+                cluster.worker_metrics.offset_flush_interval_ms if cluster.worker_metrics else None
+            ),
         )
         refused = not_allowed(cluster.spark_check, self._defaults, self.policy)
         if refused:
@@ -154,6 +160,9 @@ class CheckRunner:
             # nulls would vanish in the merge patch anyway; leaving them out keeps status == stored
             updated["headline"] = {k: v for k, v in (verdict.get("headline") or {}).items() if v is not None}
             updated["reasons"] = summarize_reasons(verdict)
+            producer = producer_summary(verdict)
+            if producer:
+                updated["producer"] = producer
         elif error:
             updated["reasons"] = [str(error)[:500]]
         return updated, conditions_for(state, verdict, error)
@@ -182,6 +191,9 @@ def apply_check_conditions(conditions: Conditions, result: CheckConditions) -> N
     conditions.set("LagHealthy", lag_ok, lag_reason, lag_msg, event_on_change=True, warning=lag_ok is False)
     bal_ok, bal_reason, bal_msg = result.balance
     conditions.set("PartitionsBalanced", bal_ok, bal_reason, bal_msg, event_on_change=True, warning=bal_ok is False)
+    if result.producer is not None:
+        ok, reason, message = result.producer
+        conditions.set("ProducerHealthy", ok, reason, message, event_on_change=True, warning=ok is False)
 
 
 def _epoch(text: str | None) -> float | None:

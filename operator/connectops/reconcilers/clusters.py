@@ -122,6 +122,13 @@ class ClusterRegistry:
                 f"call (CONNECTOPS_ALLOWED_REST_URLS, chart value connect.allowedUrls: "
                 f"{', '.join(self._settings.allowed_rest_urls)}); no request was made"
             )
+        for url in spec.worker_metrics.urls if spec.worker_metrics else []:
+            if not url_allowed(url, self._settings.allowed_rest_urls):
+                raise UrlNotAllowed(
+                    f"ConnectCluster {name}: workerMetrics URL {url[:200]} is not among the URLs the operator "
+                    f"may have called (CONNECTOPS_ALLOWED_REST_URLS, chart value connect.allowedUrls: "
+                    f"{', '.join(self._settings.allowed_rest_urls)}); no request was made"
+                )
         secrets: list[str] = []
         auth: tuple[str, str] | None = None
         if spec.basic_auth:

@@ -29,7 +29,7 @@ from connectops.adapters.kube import KubeClient, KubeError, KubeObjectMissing, L
 from connectops.errors import NotReadyYet, SpecInvalid
 from connectops.models.base import utcnow_iso
 from connectops.models.connector import ConnectorSpec, DesiredState, VerbTokens
-from connectops.planning.checks import CheckContext
+from connectops.planning.checks import CheckContext, verdict_config_map
 from connectops.planning.connector import (
     FAILED,
     Create,
@@ -416,7 +416,9 @@ class ConnectorReconciler:
                 cluster=cluster.spec,
                 check=spec.check,
                 trigger=f"generation {obj.generation}: {trigger}",
-                context=CheckContext(desired_state=spec.state.value),
+                context=CheckContext(
+                    desired_state=str(spec.state), baseline_config_map=_previous_verdict(obj.status.get("lastCheck"))
+                ),
             )
             if launched is not None:
                 status["lastCheck"] = launched
@@ -548,3 +550,10 @@ def _reason(exc: ConnectError) -> str:
     if isinstance(exc, NotKafkaConnect | ConnectResponseTooLarge | ConnectAuthFailed):
         return exc.reason
     return "ConnectUnavailable" if exc.retryable else "ConnectError"
+
+
+def _previous_verdict(last: Any) -> str | None:
+    """The verdict ConfigMap of the last completed check: the "before" of the next one."""
+    if isinstance(last, Mapping) and last.get("state") == "COMPLETED" and isinstance(last.get("application"), str):
+        return verdict_config_map(last["application"])
+    return None

@@ -682,6 +682,7 @@ class OffsetResetExecutor:
 
 def _state_after(spec: OffsetResetSpec, connector: ConnectorSpec | None) -> str:
     """The state the reset leaves the connector in: its ``resume`` policy, else the Connector's spec."""
-    if spec.resume is not ResumePolicy.DESIRED:
-        return str(spec.resume.value)
-    return "running" if connector is None else connector.state.value
+    # the models keep enum values as plain strings (use_enum_values)
+    if str(spec.resume) != ResumePolicy.DESIRED.value:
+        return str(spec.resume)
+    return "running" if connector is None else str(connector.state)

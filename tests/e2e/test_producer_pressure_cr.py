@@ -1,0 +1,134 @@
+"""The seed's problem through the operator: a source under producer pressure is diagnosed by the
+post-change check from the workers' own metrics, the recommended producerOverrides are applied
+through the Connector (a config update, not a re-creation), and the next check shows the cure.
+
+The pressure environment (tests/env/pressure.py) puts a per-request latency between the worker
+and the broker and serves the worker's Kafka metrics under Strimzi's JMX-exporter names; a
+FloodSource offers 3,000 records/s of 1 KB. The check runs as the real job, launched by a
+SparkApplication that the spark-operator stand-in runs (tests/env/spark/harness.py).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.e2e.conftest import K8s
+from tests.env.pressure import KAFKA_DEFAULT_BATCH_SIZE, PressureEnv
+from tests.env.servers import KubeAPI, MissingTestEnvError, ServerStartError
+from tests.env.spark.crd import apply_sparkapplication_crd
+from tests.env.spark.harness import FakeSparkOperator
+
+pytestmark = pytest.mark.e2e
+
+FLOOD = "io.connectops.testplugins.FloodSourceConnector"
+
+
+@pytest.fixture(scope="module")
+def pressure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PressureEnv]:
+    env = PressureEnv(tmp_path_factory.mktemp("pressure-cr"), latency_ms=40.0)
+    try:
+        env.start()
+    except (MissingTestEnvError, ServerStartError) as exc:
+        pytest.fail(f"pressure environment did not start: {exc}", pytrace=False)
+    try:
+        yield env
+    finally:
+        env.stop()
+
+
+def verdict_of(k8s: K8s, application: str) -> dict[str, Any]:
+    cm = k8s.core.read_namespaced_config_map(f"{application}-verdict", k8s.ns)
+    result: dict[str, Any] = json.loads(cm.data["verdict.json"])
+    return result
+
+
+def test_pressure_is_diagnosed_cured_through_the_connector_and_proven(
+    k8s: K8s, kube: KubeAPI, kube_client: Any, pressure: PressureEnv, tmp_path: Path
+) -> None:
+    apply_sparkapplication_crd(kube_client)
+    topic = "pressure-cr"
+    pressure.create_topic(topic)
+    worker = pressure.connect
+    k8s.create(
+        "connectclusters",
+        "pressure",
+        {
+            "restUrl": pressure.connect_url,
+            "kafka": {"bootstrapServers": pressure.bootstrap},
+            "topics": {"offsets": worker.offset_topic, "configs": worker.config_topic, "status": worker.status_topic},
+            # the test workers flush offsets every second (tests/env/servers.py)
+            "workerMetrics": {"urls": [pressure.metrics_url], "offsetFlushIntervalMs": 1000},
+        },
+        "ConnectCluster",
+    )
+    config = {
+        k: v
+        for k, v in pressure.flood_config(topic, rate=3000, record_bytes=1000).items()
+        if k not in ("connector.class", "tasks.max")
+    }
+    with FakeSparkOperator(kube_client, k8s.ns, kubeconfig_path=kube.kubeconfig_path, log_dir=tmp_path / "spark") as h:
+        k8s.create(
+            "connectors",
+            "flood",
+            {
+                "clusterRef": {"name": "pressure"},
+                "class": FLOOD,
+                "tasksMax": 1,
+                "config": config,
+                "check": {"samples": 6, "intervalSeconds": 2},
+            },
+            "Connector",
+        )
+        h.wait_for_state("flood-check-g1", "COMPLETED", timeout=240)
+        diagnosed = k8s.wait_condition("connectors", "flood", "ProducerHealthy", "False", "ProducerPressure", 120)
+        assert "batch.size" in diagnosed["message"]
+
+        # what the check saw, from the worker's own metrics (not from the operator's status)
+        before = verdict_of(k8s, "flood-check-g1")["producer"]["tasks"][0]
+        figures = before["figures"]
+        assert figures["batch_size"] == KAFKA_DEFAULT_BATCH_SIZE
+        assert figures["records_per_request"] < 30  # ~16 records of 1 KB fill a 16 KiB batch
+        assert figures["queue_peak"] > figures["drain_budget"]
+        recommendation = before["diagnosis"]["recommendation"]
+        # follows the data: rate x latency x headroom 2 x record size, rounded up to 16 KiB, capped
+        # below max.request.size (1 MiB)
+        rate, latency_s, record = figures["rate"], figures["latency_ms"] / 1000, figures["record_bytes"]
+        rounded = math.ceil(rate * latency_s * 2 * record / 16384) * 16384
+        assert recommendation["batchSize"] == max(KAFKA_DEFAULT_BATCH_SIZE, min(rounded, 1048576 - 16384))
+
+        status = k8s.get("connectors", "flood")["status"]["lastCheck"]
+        patch = status["producer"]["recommendedPatch"]
+        assert patch == recommendation["patch"]
+        assert patch["spec"]["producerOverrides"]["batchSize"] > KAFKA_DEFAULT_BATCH_SIZE
+        events = [e for e in k8s.events("flood") if e.reason == "ProducerPressure"]
+        assert events
+        assert events[0].type == "Warning"
+
+        # the cure, applied as a user would: the recommended patch on the Connector
+        k8s.patch_spec("connectors", "flood", patch["spec"])
+        h.wait_for_state("flood-check-g2", "COMPLETED", timeout=240)
+        cured = k8s.wait_condition("connectors", "flood", "ProducerHealthy", "True", "NoProducerPressure", 120)
+        assert "improved" in cured["message"]
+
+        live = httpx.get(f"{pressure.connect_url}/connectors/flood/config", timeout=10).json()
+        assert live["producer.override.batch.size"] == str(patch["spec"]["producerOverrides"]["batchSize"])
+        # a config update, not a re-creation
+        reasons = [e.reason for e in k8s.events("flood")]
+        assert "ConfigUpdated" in reasons
+        assert reasons.count("Created") == 1
+
+        after = verdict_of(k8s, "flood-check-g2")["producer"]["tasks"][0]
+        assert after["diagnosis"] is None
+        effect = {c["figure"]: c for c in after["effect"]["changes"]}
+        assert effect["records per request"]["verdict"] == "improved"
+        assert effect["records per request"]["after"] > 3 * effect["records per request"]["before"]
+        assert effect["outstanding queue peak"]["verdict"] == "improved"
+        assert after["effect"]["verdict"] == "improved"
+        assert "improved" in k8s.get("connectors", "flood")["status"]["lastCheck"]["producer"]["effect"]

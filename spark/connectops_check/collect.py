@@ -12,6 +12,11 @@ Per connector kind:
   Connect 3.5+), and log-end from the SOURCE cluster (``source.cluster.bootstrap.servers``
   unless given). Each task's partitions come from its ``task.assigned.partitions`` config.
 - any other source: nothing broker-side to compare its offsets with; the snapshot says why.
+  With the workers' metrics URLs, its tasks are scraped at every sample instead (producer
+  pressure, ``producer_check``).
+
+Why one module of ~600 lines: every call the job makes to the outside world is here, each with
+its bounds and fallbacks, so reviewing what the job may reach is reading one file.
 
 An admin API the broker does not support degrades one number, not the run: the snapshot's
 ``notes`` say which call failed and which fallback was used (and the verdict repeats them).

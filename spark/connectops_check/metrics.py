@@ -1,5 +1,8 @@
 """Lag, Burrow status and balance as Spark DataFrame transformations.
 
+Why ~500 lines in one module: it is the whole Spark side of the job, kept beside its
+definitions (this docstring), which ``reference`` follows step by step in pandas.
+
 Every per-partition computation is a window function or an aggregation keyed by
 ``(topic, partition)``; nothing loops over partitions in Python, so the work scales with
 partitions x samples across executors. Only bounded summaries (top N lists, per-topic stats,

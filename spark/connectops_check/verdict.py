@@ -1,5 +1,8 @@
 """Thresholds applied to the metric results: the verdict document the operator reads back.
 
+Why ~500 lines in one module: every rule that turns numbers into a level lives here, so the
+levels, their precedence and the reasons they give can be read (and changed) in one place.
+
 Why thresholds live here and not in the engines: they apply to small summaries (per topic,
 per member), so one Python implementation serves the Spark job and the pandas reference alike.
 

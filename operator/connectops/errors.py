@@ -18,7 +18,15 @@ import kopf
 from connectops.adapters.connect_rest import ConnectRebalancing
 from connectops.failures import ConnectopsError
 
-__all__ = ["ConnectopsError", "NotReadyYet", "SpecInvalid", "UrlNotAllowed", "as_kopf_error", "retry_delay"]
+__all__ = [
+    "ConnectopsError",
+    "NotReadyYet",
+    "SpecInvalid",
+    "UrlNotAllowed",
+    "WorkerStarting",
+    "as_kopf_error",
+    "retry_delay",
+]
 
 
 class SpecInvalid(ConnectopsError):
@@ -39,6 +47,13 @@ class NotReadyYet(ConnectopsError):
     retryable = True
 
 
+class WorkerStarting(NotReadyYet):
+    """The Connect worker says it is starting (``GET /health``, KIP-1017): wait, briefly and
+    quietly, instead of reporting it unavailable."""
+
+    reason = "WorkerStarting"
+
+
 def retry_delay(attempt: int, base: float, maximum: float) -> float:
     return float(min(base * 2 ** max(attempt, 0), maximum))
 
@@ -50,7 +65,7 @@ def as_kopf_error(
     message = str(exc)
     if isinstance(exc, SpecInvalid):
         return kopf.PermanentError(message)
-    if isinstance(exc, ConnectRebalancing):
+    if isinstance(exc, ConnectRebalancing | WorkerStarting):
         return kopf.TemporaryError(message, delay=min(base, 5.0))
     # their texts are built by the raisers to be free of secrets (tests/unit checks the Kafka one)
     if isinstance(exc, ConnectopsError) and exc.retryable:

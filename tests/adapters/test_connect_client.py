@@ -8,7 +8,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from connectops.adapters.connect_rest import ConnectClient, ConnectRebalancing, ConnectUnavailable
+from connectops.adapters.connect_rest import (
+    ConnectClient,
+    ConnectRebalancing,
+    ConnectUnavailable,
+    NotKafkaConnect,
+    WorkerHealth,
+)
 from tests.env.faultproxy import FaultProxy, FaultRule
 from tests.env.servers import ConnectWorker
 
@@ -109,3 +115,39 @@ def test_a_huge_answer_is_refused_unread(proxy: FaultProxy, declared_length: boo
     assert "list plugins" in str(refused.value)
     grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
     assert grown_kib < 50 * 1024, f"peak RSS grew by {grown_kib} KiB"
+
+
+async def health(proxy: FaultProxy) -> WorkerHealth:
+    async with client(proxy) as c:
+        return await c.health()
+
+
+def test_health_from_the_real_worker(proxy: FaultProxy) -> None:
+    # Connect 4.3's own answer: 200 {"status": "healthy", "message": "Worker has completed startup..."}
+    answer = asyncio.run(health(proxy))
+    assert answer.status == "healthy"
+    assert "completed startup" in answer.message
+    assert [(r.path, r.status) for r in proxy.requests] == [("/health", 200)]
+
+
+@pytest.mark.parametrize(
+    ("code", "body", "status"),
+    [
+        # KIP-1017's other two answers, read as answers: one request each, no retry
+        (503, {"status": "starting", "message": "Worker is still starting up."}, "starting"),
+        (500, {"status": "unhealthy", "message": "Worker was unable to handle this request..."}, "unhealthy"),
+    ],
+)
+def test_health_503_and_500_are_answers(proxy: FaultProxy, code: int, body: dict[str, str], status: str) -> None:
+    proxy.add_rule(FaultRule("status", path=r"^/health$", status_code=code, body=body))
+    answer = asyncio.run(health(proxy))
+    assert (answer.status, answer.message) == (status, body["message"])
+    assert len(proxy.requests) == 1
+
+
+def test_health_before_kafka_3_9_and_a_foreign_answer(proxy: FaultProxy) -> None:
+    proxy.add_rule(FaultRule.status(404, "HTTP 404 Not Found", path=r"^/health$", times=1))
+    assert asyncio.run(health(proxy)).status == "unknown"
+    proxy.add_rule(FaultRule("status", path=r"^/health$", status_code=503, body={"up": False}))
+    with pytest.raises(NotKafkaConnect, match="KIP-1017"):
+        asyncio.run(health(proxy))

@@ -155,6 +155,18 @@ class ServerInfo:
     kafka_cluster_id: str | None
 
 
+#: KIP-1017 (Kafka 3.9): GET /health answers 200 "healthy", 503 "starting", 500 "unhealthy"
+HEALTH_STATES = frozenset({"healthy", "starting", "unhealthy"})
+
+
+@dataclass(frozen=True)
+class WorkerHealth:
+    """A worker's own word on its health (KIP-1017); ``unknown`` when it predates ``/health``."""
+
+    status: str
+    message: str
+
+
 @dataclass(frozen=True)
 class TaskState:
     id: int
@@ -383,6 +395,42 @@ class ConnectClient:
     async def server_info(self) -> ServerInfo:
         root = await self._answer(answers.ROOT, "GET", "/", operation="get worker info")
         return ServerInfo(version=root.version, commit=root.commit, kafka_cluster_id=root.kafka_cluster_id)
+
+    async def health(self) -> WorkerHealth:
+        """``GET /health`` (KIP-1017, Kafka 3.9+). Its 503 and 500 are answers, not failures, so
+        they are read here instead of going through the error mapping and its retries."""
+        operation = "get worker health"
+        try:
+            async with self._sem.slot():
+                self.request_count += 1
+                response = await self._bounded("GET", "/health", None, None, operation)
+        except TimeoutError:
+            raise ConnectUnavailable(
+                f"{operation}: no answer within {self._deadline:g}s", operation=operation
+            ) from None
+        except httpx.HTTPError as exc:
+            raise ConnectUnavailable(
+                f"{operation}: cannot reach Connect ({type(exc).__name__}: {self._redact(str(exc))})",
+                operation=operation,
+            ) from None
+        if response.status_code == 404:
+            return WorkerHealth("unknown", "the worker has no GET /health (Kafka Connect before 3.9, KIP-1017)")
+        if response.status_code in (401, 403):
+            raise self._error_for(response, operation)
+        try:
+            data = response.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            data = None
+        status = data.get("status") if isinstance(data, dict) else None
+        if status not in HEALTH_STATES:
+            raise NotKafkaConnect(
+                f"{operation}: HTTP {response.status_code} without a KIP-1017 health status: "
+                "not Kafka Connect's answer",
+                status=response.status_code,
+                operation=operation,
+            )
+        message = data.get("message") if isinstance(data, dict) else None
+        return WorkerHealth(str(status), self._redact(str(message or ""))[:500])
 
     async def connector_plugins(self) -> list[str]:
         plugins = await self._answer(answers.PLUGINS, "GET", "/connector-plugins", operation="list plugins")

@@ -117,8 +117,16 @@ class Capabilities(StatusModel):
     restart_only_failed: bool = Field(default=False, description="restart?includeTasks&onlyFailed (3.0+).")
 
 
+class WorkerHealthStatus(StatusModel):
+    status: str = Field(description="healthy, starting, unhealthy (KIP-1017), or unknown before Kafka 3.9.")
+    message: str | None = Field(default=None, description="The worker's own words.")
+
+
 class ConnectClusterStatus(StatusModel):
     reachable: bool | None = Field(default=None, description="Whether the REST API answered.")
+    worker_health: WorkerHealthStatus | None = Field(
+        default=None, description="The worker's GET /health answer (the worker restUrl reaches)."
+    )
     worker_version: str | None = Field(default=None, description="Kafka version of the worker.")
     kafka_cluster_id: str | None = Field(default=None, description="Kafka cluster id.")
     capabilities: Capabilities | None = Field(default=None, description="Detected capabilities.")

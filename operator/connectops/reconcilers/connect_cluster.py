@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from connectops.adapters.connect_rest import ConnectError, ConnectResponseTooLarge, NotKafkaConnect
+from connectops.adapters.connect_rest import ConnectError, ConnectResponseTooLarge, NotKafkaConnect, WorkerHealth
 from connectops.adapters.kube import KubeError
-from connectops.errors import SpecInvalid
+from connectops.errors import SpecInvalid, WorkerStarting
 from connectops.models.checks import SparkCheckDefaults
 from connectops.planning.checks import not_allowed
 from connectops.reconcilers.checks import check_defaults, check_policy
@@ -46,9 +46,19 @@ class ConnectClusterReconciler:
             conditions.set("Ready", False, exc.reason, str(exc), event_on_change=True, warning=True)
             outcome.error = exc
         except ConnectError as exc:
-            status["reachable"] = False
-            conditions.set("Ready", False, "Unreachable", str(exc), event_on_change=True, warning=True)
-            outcome.error = exc
+            health = await _health(handle)
+            if health is not None and health.status == "starting":
+                # it answers, and says why it cannot serve yet: no warning, a short wait
+                status["reachable"] = True
+                status["workerHealth"] = {"status": health.status, "message": health.message}
+                message = f"the worker is starting: {health.message or 'GET /health says starting'}"
+                conditions.set("Ready", False, "WorkerStarting", message, event_on_change=True)
+                conditions.set("WorkerHealthy", False, "Starting", message)
+                outcome.error = WorkerStarting(message)
+            else:
+                status["reachable"] = False
+                conditions.set("Ready", False, "Unreachable", str(exc), event_on_change=True, warning=True)
+                outcome.error = exc
         except KubeError as exc:
             conditions.set("Ready", False, "ReferenceNotFound", str(exc), event_on_change=True, warning=True)
             outcome.error = exc
@@ -58,6 +68,18 @@ class ConnectClusterReconciler:
             status["kafkaClusterId"] = info.kafka_cluster_id
             status["capabilities"] = caps.model_dump(by_alias=True)
             conditions.set("Ready", True, "Reachable", f"Kafka Connect {version} answered", event_on_change=True)
+            health = await _health(handle)
+            if health is not None:
+                status["workerHealth"] = {"status": health.status, "message": health.message}
+                healthy = {"healthy": True, "unknown": None}.get(health.status, False)
+                conditions.set(
+                    "WorkerHealthy",
+                    healthy,
+                    health.status.capitalize(),
+                    health.message or health.status,
+                    event_on_change=True,
+                    warning=healthy is False,
+                )
         if handle is not None:
             self._check_settings(conditions, handle.spec.spark_check)
         status["conditions"] = conditions.dump()
@@ -71,3 +93,13 @@ class ConnectClusterReconciler:
             conditions.set("ChecksAllowed", False, "NotAllowed", "; ".join(refused), event_on_change=True, warning=True)
         else:
             conditions.set("ChecksAllowed", True, "Allowed", "check settings are the operator's or allowed by it")
+
+
+async def _health(handle: ClusterHandle | None) -> WorkerHealth | None:
+    """The worker's GET /health, or None when even that cannot be read."""
+    if handle is None:
+        return None
+    try:
+        return await handle.client.health()
+    except ConnectError:
+        return None

@@ -23,10 +23,11 @@ from connectops.adapters.connect_rest import (
     ConnectError,
     ConnectorState,
     ConnectResponseTooLarge,
+    ConnectUnavailable,
     NotKafkaConnect,
 )
 from connectops.adapters.kube import KubeClient, KubeError, KubeObjectMissing, Lock, SecretKeyMissing
-from connectops.errors import NotReadyYet, SpecInvalid
+from connectops.errors import NotReadyYet, SpecInvalid, WorkerStarting
 from connectops.models.base import utcnow_iso
 from connectops.models.connector import ConnectorSpec, DesiredState, VerbTokens
 from connectops.planning.checks import CheckContext, verdict_config_map
@@ -147,8 +148,9 @@ class ConnectorReconciler:
         connector = spec.connector_name or obj.name
         status["connectorName"] = connector
         redactor = Redactor()
+        handle: ClusterHandle | None = None
         try:
-            cluster = await self._clusters.resolve(obj.namespace, spec.cluster_ref.name)
+            cluster = handle = await self._clusters.resolve(obj.namespace, spec.cluster_ref.name)
             redactor.include(cluster.redactor)
             rival = await self._owned_elsewhere(obj, connector, cluster, rivals)
             if rival is not None:
@@ -169,16 +171,23 @@ class ConnectorReconciler:
             conditions.set("Ready", False, "ReferenceNotFound", redactor(str(exc)), event_on_change=True, warning=True)
             outcome.error = exc
         except ConnectError as exc:
-            message = redactor(str(exc))
-            conditions.set(
-                "Ready",
-                False,
-                _reason(exc),
-                message,
-                event_on_change=True,
-                warning=True,
-            )
-            outcome.error = exc
+            starting = await _starting(handle, exc)
+            if starting is not None:
+                # the worker says it is starting (KIP-1017): wait and say so, without a warning
+                message = redactor(f"the Connect worker is starting ({starting}); changes wait until it is ready")
+                conditions.set("Ready", False, "WorkerStarting", message, event_on_change=True)
+                outcome.error = WorkerStarting(message)
+            else:
+                message = redactor(str(exc))
+                conditions.set(
+                    "Ready",
+                    False,
+                    _reason(exc),
+                    message,
+                    event_on_change=True,
+                    warning=True,
+                )
+                outcome.error = exc
         except KubeError as exc:
             conditions.set("Ready", False, "KubernetesError", str(exc))
             outcome.error = exc
@@ -542,6 +551,17 @@ def _holder_text(holder: str) -> str:
     """``connectops.io/offsetreset/<ns>/<name>/<uid>`` -> ``OffsetReset <ns>/<name>``."""
     parts = holder.split("/")
     return f"OffsetReset {parts[2]}/{parts[3]}" if len(parts) == 5 and parts[1] == "offsetreset" else holder
+
+
+async def _starting(handle: ClusterHandle | None, exc: ConnectError) -> str | None:
+    """The worker's message when an unavailable worker says it is starting, else None."""
+    if handle is None or not isinstance(exc, ConnectUnavailable):
+        return None
+    try:
+        health = await handle.client.health()
+    except ConnectError:
+        return None
+    return (health.message or "GET /health: starting") if health.status == "starting" else None
 
 
 def _reason(exc: ConnectError) -> str:

@@ -1,6 +1,7 @@
 -- Argo CD health for connectclusters.connectops.io (Lua 5.1, as Argo CD runs it).
 -- Healthy: Ready=True (the workers answered as Kafka Connect). Degraded: Ready=False (unreachable,
--- not Kafka Connect, URL not allowed, a missing Secret). Progressing: not yet observed.
+-- not Kafka Connect, URL not allowed, a missing Secret). Progressing: not yet observed, or the
+-- worker says it is starting (Ready=False WorkerStarting, KIP-1017).
 local hs = { status = "Progressing", message = "Waiting for the operator" }
 if obj.status == nil or obj.status.conditions == nil then
   return hs
@@ -14,6 +15,8 @@ for _, condition in ipairs(obj.status.conditions) do
     hs.message = condition.message or condition.reason or ""
     if condition.status == "True" then
       hs.status = "Healthy"
+    elseif condition.status == "False" and condition.reason == "WorkerStarting" then
+      hs.status = "Progressing"
     elseif condition.status == "False" then
       hs.status = "Degraded"
     end

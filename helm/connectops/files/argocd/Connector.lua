@@ -37,7 +37,7 @@ if ready.status == "True" then
   end
   return hs
 end
-local progressing = { NotCreated = true, StateMismatch = true, NoTasks = true, OffsetResetInProgress = true }
+local progressing = { NotCreated = true, StateMismatch = true, NoTasks = true, OffsetResetInProgress = true, WorkerStarting = true }
 if ready.status == "False" and not progressing[ready.reason] then
   hs.status = "Degraded"
 end

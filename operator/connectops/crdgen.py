@@ -59,31 +59,52 @@ def _resolve(schema: JSON, defs: JSON) -> JSON:
     return schema
 
 
+def _any_of(schema: JSON, defs: JSON) -> JSON:
+    """``Optional[X]`` (X, nullable) and ``int | str`` (int-or-string): the two unions a
+    structural schema can say."""
+    variants = [_resolve(v, defs) for v in schema["anyOf"]]
+    non_null = [v for v in variants if v.get("type") != "null"]
+    types = sorted(v.get("type", "") for v in non_null)
+    rest = {k: v for k, v in schema.items() if k != "anyOf"}
+    if len(non_null) == 1:
+        # Optional[X]: optionality is expressed by not being required; an explicit null is
+        # accepted too, because Kubernetes clients and GitOps tools write them.
+        node = to_structural({**non_null[0], **rest}, defs)
+        if len(variants) > 1 and "x-kubernetes-int-or-string" not in node:
+            node["nullable"] = True
+        return node
+    if types == ["integer", "string"]:
+        int_or_string: JSON = {"x-kubernetes-int-or-string": True}
+        if "description" in rest:
+            int_or_string["description"] = rest["description"]
+        # string bounds still apply to the string form (the API server checks them)
+        for variant in non_null:
+            if variant.get("type") == "string" and "maxLength" in variant:
+                int_or_string["maxLength"] = variant["maxLength"]
+        return int_or_string
+    raise SchemaError(f"unsupported anyOf {types}")
+
+
+def _maps(out: JSON, defs: JSON) -> None:
+    """Maps: typed values are translated, free-form ones kept whole, ``false`` dropped."""
+    if out.get("additionalProperties") is True or (
+        out.get("type") == "object" and "properties" not in out and "additionalProperties" not in out
+    ):
+        # free-form maps (KIP-875 partition/offset maps, plans): keep whatever is written
+        out.pop("additionalProperties", None)
+        out["x-kubernetes-preserve-unknown-fields"] = True
+    elif isinstance(out.get("additionalProperties"), dict):
+        out["additionalProperties"] = to_structural(out["additionalProperties"], defs)
+    elif out.get("additionalProperties") is False:
+        # structural schemas prune unknown fields already; ``false`` is not allowed there
+        del out["additionalProperties"]
+
+
 def to_structural(schema: JSON, defs: JSON) -> JSON:
     """Translate one pydantic JSON Schema node (recursively) into a structural schema node."""
     schema = _resolve(schema, defs)
     if "anyOf" in schema:
-        variants = [_resolve(v, defs) for v in schema["anyOf"]]
-        non_null = [v for v in variants if v.get("type") != "null"]
-        types = sorted(v.get("type", "") for v in non_null)
-        rest = {k: v for k, v in schema.items() if k != "anyOf"}
-        if len(non_null) == 1:
-            # Optional[X]: optionality is expressed by not being required; an explicit null is
-            # accepted too, because Kubernetes clients and GitOps tools write them.
-            node = to_structural({**non_null[0], **rest}, defs)
-            if len(variants) > 1 and "x-kubernetes-int-or-string" not in node:
-                node["nullable"] = True
-            return node
-        if types == ["integer", "string"]:
-            int_or_string: JSON = {"x-kubernetes-int-or-string": True}
-            if "description" in rest:
-                int_or_string["description"] = rest["description"]
-            # string bounds still apply to the string form (the API server checks them)
-            for variant in non_null:
-                if variant.get("type") == "string" and "maxLength" in variant:
-                    int_or_string["maxLength"] = variant["maxLength"]
-            return int_or_string
-        raise SchemaError(f"unsupported anyOf {types}")
+        return _any_of(schema, defs)
     if "const" in schema:
         schema = {**schema, "enum": [schema["const"]]}
     unknown = set(schema) - _KEEP - {"title", "const", "$defs"}
@@ -101,17 +122,7 @@ def to_structural(schema: JSON, defs: JSON) -> JSON:
         out["properties"] = {k: to_structural(v, defs) for k, v in out["properties"].items()}
     if "items" in out:
         out["items"] = to_structural(out["items"], defs)
-    if out.get("additionalProperties") is True or (
-        out.get("type") == "object" and "properties" not in out and "additionalProperties" not in out
-    ):
-        # free-form maps (KIP-875 partition/offset maps, plans): keep whatever is written
-        out.pop("additionalProperties", None)
-        out["x-kubernetes-preserve-unknown-fields"] = True
-    elif isinstance(out.get("additionalProperties"), dict):
-        out["additionalProperties"] = to_structural(out["additionalProperties"], defs)
-    elif out.get("additionalProperties") is False:
-        # structural schemas prune unknown fields already; ``false`` is not allowed there
-        del out["additionalProperties"]
+    _maps(out, defs)
     if out.get("default") is None:
         out.pop("default", None)
     if isinstance(out.get("default"), dict | list) and not out["default"]:

@@ -63,9 +63,12 @@ def runtime() -> Runtime:
 @kopf.on.startup()
 async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.persistence.finalizer = f"{GROUP}/finalizer"
-    # kopf's bookkeeping lives in status and in one annotation under our own prefix; both only
-    # change when the spec does, so GitOps tools see no drift between reconciles.
-    settings.persistence.progress_storage = kopf.StatusProgressStorage(field="status.kopf")
+    # kopf's bookkeeping lives in annotations under our own prefix, not in the user's status
+    # (kubectl get -o yaml shows what the operator decided, nothing else); the progress ones exist
+    # only while a handler is retrying, so GitOps tools see no drift between reconciles.
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
+    # Events say who wrote them ("From" in kubectl describe): this operator, not its framework
+    settings.posting.reporting_component = "connectops"
     # digests, not a copy of the spec: a large config must never make the object undeletable
     settings.persistence.diffbase_storage = DigestDiffBaseStorage(prefix=GROUP, key="last-handled-configuration")
     settings.posting.level = logging.WARNING

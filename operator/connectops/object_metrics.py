@@ -24,6 +24,10 @@ from typing import Any
 from prometheus_client.core import REGISTRY, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from connectops.models.base import Condition
+from connectops.models.connector import ConnectorStatus
+from connectops.models.offset_reset import OffsetResetStatus
+
 DESIRED_STATES = ("running", "paused", "stopped")
 CONNECT_STATES = ("RUNNING", "PAUSED", "STOPPED", "FAILED", "UNASSIGNED", "RESTARTING", "UNKNOWN")
 VERDICTS = ("HEALTHY", "DEGRADED", "UNHEALTHY", "PAUSED", "STOPPED", "CATCHING_UP", "NOT_APPLICABLE", "NONE")
@@ -54,11 +58,8 @@ class ResetView:
     finished_at: float | None = None
 
 
-def _condition(status: Mapping[str, Any], type_: str) -> Mapping[str, Any]:
-    for condition in status.get("conditions") or []:
-        if isinstance(condition, Mapping) and condition.get("type") == type_:
-            return condition
-    return {}
+def _ready(conditions: list[Condition]) -> bool:
+    return any(c.type == "Ready" and c.status == "True" for c in conditions)
 
 
 def _epoch(text: Any) -> float | None:
@@ -85,36 +86,32 @@ class ObjectMetrics(Collector):
     def observe_connector(
         self, namespace: str, name: str, spec: Mapping[str, Any], status: Mapping[str, Any], *, drift: bool = False
     ) -> None:
-        tasks = [t for t in status.get("tasks") or [] if isinstance(t, Mapping)]
-        last_check = status.get("lastCheck") if isinstance(status.get("lastCheck"), Mapping) else {}
-        headline = (last_check or {}).get("headline") or {}
-        lag = headline.get("totalLag") if isinstance(headline, Mapping) else None
-        time_lag = headline.get("timeLagSeconds") if isinstance(headline, Mapping) else None
+        published = ConnectorStatus.salvage(status)
+        check = published.last_check
+        headline = (check.headline if check is not None else None) or {}
         with self._lock:
             view = self.connectors.setdefault((namespace, name), ConnectorView())
             view.desired = _one_of(spec.get("state", "running"), DESIRED_STATES, "running")
-            view.actual = _one_of(status.get("connectorState"), CONNECT_STATES, "UNKNOWN")
-            view.ready = _condition(status, "Ready").get("status") == "True"
-            view.tasks_total = len(tasks)
-            view.tasks_running = sum(1 for t in tasks if t.get("state") == "RUNNING")
-            view.tasks_failed = sum(1 for t in tasks if t.get("state") == "FAILED")
-            restarts = (status.get("autoRestart") or {}).get("count", 0)
-            view.auto_restarts = int(restarts) if isinstance(restarts, int) else 0
+            view.actual = _one_of(published.connector_state, CONNECT_STATES, "UNKNOWN")
+            view.ready = _ready(published.conditions)
+            view.tasks_total = len(published.tasks)
+            view.tasks_running = sum(1 for t in published.tasks if t.state == "RUNNING")
+            view.tasks_failed = sum(1 for t in published.tasks if t.state == "FAILED")
+            view.auto_restarts = published.auto_restart.count
             view.reconciled_at = time.time()
             view.drift_corrections += 1 if drift else 0
-            view.verdict = _one_of((last_check or {}).get("verdict") or "NONE", VERDICTS, "NONE")
-            view.total_lag = _number(lag)
-            view.time_lag_s = _number(time_lag)
+            view.verdict = _one_of((check.verdict if check is not None else None) or "NONE", VERDICTS, "NONE")
+            view.total_lag = _number(headline.get("totalLag"))
+            view.time_lag_s = _number(headline.get("timeLagSeconds"))
 
     def observe_reset(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
+        published = OffsetResetStatus.salvage(status)
         with self._lock:
             view = self.resets.setdefault((namespace, name), ResetView())
-            view.phase = _one_of(status.get("phase") or "Pending", PHASES, "Pending")
-            step = status.get("currentStep")
-            view.step = step if isinstance(step, str) and view.phase == "Running" else None
-            steps = [s for s in status.get("steps") or [] if isinstance(s, Mapping)]
-            starts = [t for t in (_epoch(s.get("startedAt")) for s in steps) if t is not None]
-            ends = [t for t in (_epoch(s.get("finishedAt")) for s in steps) if t is not None]
+            view.phase = _one_of(published.phase or "Pending", PHASES, "Pending")
+            view.step = published.current_step if view.phase == "Running" else None
+            starts = [t for t in (_epoch(s.started_at) for s in published.steps) if t is not None]
+            ends = [t for t in (_epoch(s.finished_at) for s in published.steps) if t is not None]
             view.started_at = min(starts) if starts else None
             view.finished_at = max(ends) if ends and view.phase in ("Succeeded", "Failed") else None
 

@@ -277,11 +277,7 @@ def parse_worker_metrics(
     """
     text = _bounded_text(exposition, max_bytes)
     names = frozenset({connector, jmx_sanitize(connector)})
-    quoted = jmx_sanitize(PRODUCER_CLIENT_ID_PREFIX + connector + "-0")
-    prefixes: tuple[str, ...] = (PRODUCER_CLIENT_ID_PREFIX + connector + "-",)
-    if quoted.startswith('"'):
-        # the whole client id is quoted, so its prefix is the quoted form minus the task and quote
-        prefixes += (quoted[: -len('-0"')] + "-",)
+    prefixes = _client_id_prefixes(connector)
 
     by_sample: dict[str, list[tuple[str, int, MetricSource]]] = {}
     for field, sources in FIGURE_SOURCES.items():
@@ -311,14 +307,26 @@ def parse_worker_metrics(
     except ValueError as exc:
         raise ExpositionError(f"metrics exposition is not Prometheus text: {exc}") from exc
 
-    result: dict[tuple[str, int], TaskFigures] = {}
-    for task in sorted(tasks):
-        # Any: the keys are TaskFigures' float fields (FIGURE_SOURCES' keys), not its connector/task
-        values: dict[str, Any] = {}
-        for field, sources in FIGURE_SOURCES.items():
-            for rank in range(len(sources)):
-                if (task, field, rank) in found:
-                    values[field] = found[(task, field, rank)]
-                    break
-        result[(connector, task)] = dataclasses.replace(TaskFigures(connector, task), **values)
-    return result
+    return {(connector, task): _figures(connector, task, found) for task in sorted(tasks)}
+
+
+def _client_id_prefixes(connector: str) -> tuple[str, ...]:
+    """How a task's producer client id starts, plain and as the JMX exporter quotes it."""
+    quoted = jmx_sanitize(PRODUCER_CLIENT_ID_PREFIX + connector + "-0")
+    prefixes: tuple[str, ...] = (PRODUCER_CLIENT_ID_PREFIX + connector + "-",)
+    if quoted.startswith('"'):
+        # the whole client id is quoted, so its prefix is the quoted form minus the task and quote
+        prefixes += (quoted[: -len('-0"')] + "-",)
+    return prefixes
+
+
+def _figures(connector: str, task: int, found: dict[tuple[int, str, int], float]) -> TaskFigures:
+    """One task's figures: for each, the first of its sources (by rank) that was served."""
+    # Any: the keys are TaskFigures' float fields (FIGURE_SOURCES' keys), not its connector/task
+    values: dict[str, Any] = {}
+    for field, sources in FIGURE_SOURCES.items():
+        for rank in range(len(sources)):
+            if (task, field, rank) in found:
+                values[field] = found[(task, field, rank)]
+                break
+    return dataclasses.replace(TaskFigures(connector, task), **values)

@@ -100,8 +100,12 @@ def test_create_update_and_no_needless_puts(
     )
     time.sleep(6)
     assert count_config_writes(connect, name) == 2
-    reasons = {e.reason for e in k8s.events(name)}
-    assert {"Created", "ConfigUpdated"} <= reasons
+    events = k8s.events(name)
+    assert {"Created", "ConfigUpdated"} <= {e.reason for e in events}
+    # the operator's name on its Events, and kopf's bookkeeping kept out of the user's status
+    assert {e.source.component for e in events} == {"connectops"}
+    assert {e.reporting_component for e in events} == {"connectops"}
+    assert "kopf" not in k8s.get("connectors", name)["status"]
 
 
 def test_desired_states(k8s: K8s, cluster: str, tmp_path: Path, connect_rest: ConnectREST) -> None:

@@ -15,7 +15,13 @@ def exposition(metrics: ObjectMetrics) -> str:
 
 def test_paused_verdict_and_time_lag_are_exported() -> None:
     metrics = ObjectMetrics()
-    status = {"lastCheck": {"verdict": "PAUSED", "headline": {"totalLag": 140, "timeLagSeconds": 139.5}}}
+    status = {
+        "lastCheck": {
+            "application": "sink-g1",
+            "verdict": "PAUSED",
+            "headline": {"totalLag": 140, "timeLagSeconds": 139.5},
+        }
+    }
     metrics.observe_connector("ns", "sink", {"state": "paused"}, status)
     text = exposition(metrics)
     assert 'connectops_connector_check_verdict{name="sink",namespace="ns",verdict="PAUSED"} 1.0' in text
@@ -25,7 +31,13 @@ def test_paused_verdict_and_time_lag_are_exported() -> None:
 
 def test_unknown_time_lag_and_verdict_leave_no_value() -> None:
     metrics = ObjectMetrics()
-    status = {"lastCheck": {"verdict": "SOMETHING_NEW", "headline": {"totalLag": 3, "timeLagSeconds": True}}}
+    status = {
+        "lastCheck": {
+            "application": "sink-g1",
+            "verdict": "SOMETHING_NEW",
+            "headline": {"totalLag": 3, "timeLagSeconds": True},
+        }
+    }
     metrics.observe_connector("ns", "sink", {}, status)
     text = exposition(metrics)
     assert "connectops_connector_lag_seconds{" not in text  # a bool is not a number of seconds

@@ -2,24 +2,25 @@
 
 from __future__ import annotations
 
+from connectops.models.offset_reset import StepStatus
 from connectops.reconcilers.offset_reset import offsets_outcome
 
 
 def test_reset_step_never_ran() -> None:
-    assert offsets_outcome({"name": "reset", "state": "Pending", "attempts": 0}, "reset", "b1") == (
+    assert offsets_outcome(StepStatus(name="reset", state="Pending", attempts=0), "reset", "b1") == (
         "Offsets were not changed"
     )
 
 
 def test_reset_step_done_names_the_backup() -> None:
-    text = offsets_outcome({"name": "reset", "state": "Done", "attempts": 1}, "alter", "bk-7")
+    text = offsets_outcome(StepStatus(name="reset", state="Done", attempts=1), "alter", "bk-7")
     assert text.startswith("The offsets WERE changed by the alter")
     assert "ConfigMap bk-7" in text
 
 
 def test_reset_step_attempted_may_have_changed() -> None:
     # e.g. the DELETE reached Connect and its answer was lost, then every retry failed
-    text = offsets_outcome({"name": "reset", "state": "Failed", "attempts": 3}, "reset", None)
+    text = offsets_outcome(StepStatus(name="reset", state="Failed", attempts=3), "reset", None)
     assert "may have been changed" in text
     assert "ConfigMap" not in text
 

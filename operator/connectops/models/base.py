@@ -6,11 +6,12 @@ field carries a description: it becomes the ``kubectl explain`` text users read.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
 GROUP = "connectops.io"
@@ -29,9 +30,62 @@ class CamelModel(BaseModel):
 
 
 class StatusModel(BaseModel):
-    """Base for status models: camelCase, tolerant of fields written by newer operator versions."""
+    """Base for status models: camelCase, tolerant of fields written by newer operator versions.
+
+    A reconciler loads an object's status once (:meth:`from_storage`, as kopf's ``HandlerState``
+    does), changes it through the model and writes it back with :meth:`for_storage`: a JSON merge
+    patch in which a field the reconciler cleared is an explicit null (it deletes the stored key),
+    a field nobody set is absent (a field this version does not know, or another writer's, is
+    left as stored), and conditions carry no empty strings (some API servers reject ``""`` in
+    custom objects, kubernetes#99804).
+    """
 
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+    @classmethod
+    def from_storage(cls, stored: Mapping[str, Any] | None) -> Self:
+        """The status as stored on the object (kopf's own ``status.kopf`` bookkeeping and unknown
+        fields are not the model's and are ignored)."""
+        return cls.model_validate(dict(stored or {}))
+
+    @classmethod
+    def salvage(cls, stored: Mapping[str, Any] | None) -> Self:
+        """Like :meth:`from_storage`, for a reader that must not fail (metrics, a reconcile that
+        rewrites the status anyway): a field that does not read (another version's shape, or
+        written by hand through the status subresource) is dropped, the rest is kept."""
+        data = {str(k): v for k, v in (stored or {}).items()}
+        while True:
+            try:
+                return cls.model_validate(data)
+            except ValidationError as exc:
+                bad = {str(e["loc"][0]) for e in exc.errors() if e["loc"]} & set(data)
+                if not bad:
+                    return cls()
+                for key in bad:
+                    del data[key]
+
+    def for_storage(self, *fields: str) -> dict[str, Any]:
+        """The merge patch that stores this status: every field, or only ``fields`` (python names)."""
+        names = fields or tuple(type(self).model_fields)
+        unknown = set(names) - set(type(self).model_fields)
+        if unknown:
+            raise AttributeError(f"{type(self).__name__} has no field(s) {sorted(unknown)}")
+        dumped = self.model_dump(by_alias=True, mode="json", exclude_none=True, include=set(names))
+        for name in names:
+            field = type(self).model_fields[name]
+            alias = field.alias or name
+            if getattr(self, name) is None and name in self.model_fields_set:
+                dumped[alias] = None  # cleared here: delete the stored value
+        if "conditions" in dumped and isinstance(dumped["conditions"], list):
+            dumped["conditions"] = [
+                {k: v for k, v in c.items() if v != ""} for c in dumped["conditions"] if isinstance(c, dict)
+            ]
+        return dumped
+
+    def patch(self) -> dict[str, Any]:
+        """The merge patch of the fields set on this instance (a reconcile that builds its status
+        afresh publishes what it decided and nothing else)."""
+        return self.for_storage(*(n for n in type(self).model_fields if n in self.model_fields_set))
 
 
 class SecretKeyRef(CamelModel):

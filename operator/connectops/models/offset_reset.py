@@ -267,10 +267,86 @@ class OffsetChange(StatusModel):
     message: str | None = Field(default=None, description="Connect's message, verbatim (sanitized).")
 
 
+class PlanConnector(StatusModel):
+    """One connector of the plan: what it is, the state it was in, the state it returns to."""
+
+    name: str = Field(description="Connector name.")
+    kind: str = Field(description="source, sink, or a MirrorMaker 2 kind.")
+    state: str = Field(description="Connect's state when inspected.")
+    resume_to: str = Field(default="running", description="running, paused or stopped after the reset.")
+
+
+class PlanConfig(StatusModel):
+    """What the reset needs from a connector's config to change its offsets on the Kafka side."""
+
+    kind: str = Field(description="source, sink, or a MirrorMaker 2 kind.")
+    group: str | None = Field(default=None, description="A sink's consumer group.")
+    offsets_topic: str | None = Field(
+        default=None, description="A source's own offsets topic (offsets.storage.topic), if it has one."
+    )
+
+
+class PlanScope(StatusModel):
+    """What a set-to action (toEarliest, toLatest, toTimestamp) touches and what it leaves alone."""
+
+    topics: list[str] = Field(default_factory=list, description="Topics whose offsets are set.")
+    all_topics: bool = Field(default=False, description="Every topic the connector reads (no spec.topics).")
+    partitions: int = Field(default=0, description="Partitions whose offsets are set.")
+    untouched_partitions: int = Field(default=0, description="Committed partition offsets left as they are.")
+    untouched_topics: list[str] = Field(default_factory=list, description="Topics of the untouched partitions.")
+    description: str = Field(default="", description="The same, in a sentence.")
+
+
+#: a KIP-875 entry as Connect's REST API writes it: {partition: {...}, offset: {...} | null}
+KipEntry = dict[str, Any]
+
+
+class ResetPlanStatus(StatusModel):
+    """What the reset does (or, for a dry run, would do), decided at the inspect step."""
+
+    warnings: list[str] = Field(default_factory=list, description="What the user should know before it runs.")
+    strategy: str = Field(description="rest or tombstone, as resolved.")
+    steps: list[str] = Field(default_factory=list, description="The steps this reset runs.")
+    connectors: list[PlanConnector] = Field(default_factory=list, description="The connectors reset.")
+    worker_version: str | None = Field(default=None, description="Kafka Connect version of the worker.")
+    configs: dict[str, PlanConfig] = Field(default_factory=dict, description="By connector: its kind, group, topic.")
+    entries: dict[str, list[KipEntry]] = Field(
+        default_factory=dict, description="By connector: the KIP-875 entries written (alter and set-to actions)."
+    )
+    current: dict[str, list[KipEntry]] = Field(
+        default_factory=dict, description="By connector: its offsets when inspected (the first 50)."
+    )
+    current_counts: dict[str, int] = Field(default_factory=dict, description="By connector: how many offsets it had.")
+    scope: dict[str, PlanScope] = Field(default_factory=dict, description="By connector: a set-to action's reach.")
+    offset_syncs_topic: str | None = Field(default=None, description="MirrorMaker 2's offset-syncs topic.")
+    offset_syncs_cleanup: str | None = Field(default=None, description="What happens to it: keep, delete, truncate.")
+    offset_syncs_cluster: str | None = Field(default=None, description="source or target: where it lives.")
+    offset_syncs_other_flows: str | None = Field(
+        default=None, description="Other MirrorSourceConnector flows that use the same topic."
+    )
+
+    def config(self, connector: str) -> PlanConfig:
+        """The inspected config facts of a connector of this reset (only those are in the plan)."""
+        try:
+            return self.configs[connector]
+        except KeyError:
+            raise KeyError(f"connector {connector} is not part of this reset's plan") from None
+
+    def resume_to(self, connector: str) -> str:
+        return next((c.resume_to for c in self.connectors if c.name == connector), "running")
+
+    def entries_for(self, connector: str) -> list[KipEntry]:
+        return list(self.entries.get(connector, []))
+
+
 class OffsetResetStatus(StatusModel):
     phase: str | None = Field(default=None, description="Pending, Planned (dry run), Running, Succeeded or Failed.")
     observed_generation: int | None = Field(default=None, description="Generation acted upon.")
     spec_hash: str | None = Field(default=None, description="Hash of the spec that was executed.")
+    executed_spec: dict[str, Any] | None = Field(
+        default=None,
+        description="The spec as it was when the reset started: what runs, whatever the spec says later.",
+    )
     strategy: str | None = Field(default=None, description="rest or tombstone, as resolved.")
     connector_kind: str | None = Field(default=None, description="source, sink or mirror kinds.")
     connectors: list[str] = Field(default_factory=list, description="Connectors reset.")
@@ -289,7 +365,7 @@ class OffsetResetStatus(StatusModel):
         default=None,
         description="The reset failed and resuming its connectors failed too: the operator keeps retrying the resume.",
     )
-    plan: dict[str, Any] | None = Field(default=None, description="What was (or would be) done.")
+    plan: ResetPlanStatus | None = Field(default=None, description="What was (or would be) done.")
     backup: BackupStatus | None = Field(default=None, description="Where the old offsets are.")
     changes: list[OffsetChange] = Field(
         default_factory=list, description="Every offsets call that changed (or may have changed) a connector."
@@ -301,3 +377,27 @@ class OffsetResetStatus(StatusModel):
     history: list[HistoryEntry] = Field(default_factory=list, description="Last events (bounded).")
     last_check: LastCheck | None = Field(default=None, description="Lag and balance check after the reset.")
     conditions: list[Condition] = Field(default_factory=list, description="Succeeded, Immutable.")
+
+    # -- the step machine's record ----------------------------------------------------------------
+
+    def step(self, name: str) -> StepStatus:
+        for entry in self.steps:
+            if entry.name == name:
+                return entry
+        raise KeyError(f"no step {name} in this reset's status")
+
+    def set_step(self, name: str, **values: Any) -> None:
+        """Update one step (a copy replaces it, so a step read earlier is not changed behind a caller)."""
+        self.steps = [e.model_copy(update=values) if e.name == name else e for e in self.steps]
+
+    def record(self, message: str, *, now: str, limit: int) -> None:
+        """Add a history line, keeping the last ``limit``."""
+        self.history = [*self.history, HistoryEntry(time=now, message=message)][-limit:]
+
+    def changed_offsets(self) -> bool:
+        """Whether any offsets call may have taken effect (Done, or Started with no answer)."""
+        return any(c.state in ("Started", "Done") for c in self.changes)
+
+    @property
+    def backup_config_map(self) -> str | None:
+        return self.backup.config_map if self.backup is not None else None

@@ -16,7 +16,7 @@ from typing import Any
 from connectops import metrics
 from connectops.adapters.kube import KubeClient, KubeError, KubeObjectMissing
 from connectops.models.base import utcnow_iso
-from connectops.models.checks import CheckSpec, SparkCheckDefaults
+from connectops.models.checks import CheckSpec, LastCheck, SparkCheckDefaults
 from connectops.models.connect_cluster import ConnectClusterSpec
 from connectops.planning.checks import (
     BUILTIN_DEFAULTS,
@@ -68,16 +68,20 @@ class CheckRunner:
         check: CheckSpec,
         trigger: str,
         context: CheckContext | None = None,
-    ) -> dict[str, Any] | None:
+    ) -> LastCheck | None:
         """Create the SparkApplication for this change (once: its name is deterministic) and
         return the ``lastCheck`` status to record, or None when checks are off."""
         if not self.enabled(check):
             return None
         meta = owner["metadata"]
         name = application_name(meta["name"], suffix)
-        last = {"application": name, "trigger": trigger, "startedAt": utcnow_iso()}
+        last = LastCheck(application=name, trigger=trigger, started_at=utcnow_iso())
+
+        def not_submitted(reasons: list[str]) -> LastCheck:
+            return last.model_copy(update={"state": "NOT_SUBMITTED", "reasons": reasons})
+
         if cluster.kafka is None:
-            return {**last, "state": "NOT_SUBMITTED", "reasons": ["the ConnectCluster has no spec.kafka (bootstrap)"]}
+            return not_submitted(["the ConnectCluster has no spec.kafka (bootstrap)"])
         target = CheckTarget(
             namespace=namespace,
             owner_kind=owner["kind"],
@@ -96,55 +100,51 @@ class CheckRunner:
         refused = not_allowed(cluster.spark_check, self._defaults, self.policy)
         if refused:
             # the ConnectCluster says so too (condition ChecksAllowed): nothing is created
-            return {**last, "state": "NOT_SUBMITTED", "reasons": refused}
+            return not_submitted(list(refused))
         manifest = spark_application(
             target, check, merge_defaults(self._defaults, cluster.spark_check), name, trigger, context
         )
         try:
             await self._kube.create_object(SPARK_GROUP, SPARK_VERSION, namespace, SPARK_PLURAL, manifest)
         except KubeObjectMissing:
-            return {
-                **last,
-                "state": "NOT_SUBMITTED",
-                "reasons": [
+            return not_submitted(
+                [
                     "SparkApplication (sparkoperator.k8s.io/v1beta2) is not served: install the "
                     "kubeflow spark-operator, or disable checks"
-                ],
-            }
+                ]
+            )
         except KubeError as exc:
             # a check must never block the change it follows (e.g. RBAC without sparkapplications)
             log.warning("check not submitted: %s", exc)
-            return {**last, "state": "NOT_SUBMITTED", "reasons": [f"could not create the SparkApplication: {exc}"]}
-        return {**last, "state": "PENDING"}
+            return not_submitted([f"could not create the SparkApplication: {exc}"])
+        return last.model_copy(update={"state": "PENDING"})
 
-    async def poll(
-        self, namespace: str, last: dict[str, Any], check: CheckSpec
-    ) -> tuple[dict[str, Any], CheckConditions | None]:
+    async def poll(self, namespace: str, last: LastCheck, check: CheckSpec) -> tuple[LastCheck, CheckConditions | None]:
         """Advance ``lastCheck``; conditions are returned once the check is over."""
-        if last.get("state") in FINAL:
+        if last.state in FINAL:
             return last, None
-        name = last["application"]
+        name = last.application
         try:
             app = await self._kube.get_object(SPARK_GROUP, SPARK_VERSION, namespace, SPARK_PLURAL, name)
         except KubeObjectMissing:
-            updated = {**last, "state": "MISSING", "finishedAt": utcnow_iso()}
+            updated = last.model_copy(update={"state": "MISSING", "finished_at": utcnow_iso()})
             return updated, conditions_for("MISSING", None, f"SparkApplication {name} disappeared")
         except KubeError as exc:
             log.warning("check %s not readable now: %s", name, exc)
             app = {}  # judged by its age alone; read again at the next resync
-        state = ((app.get("status") or {}).get("applicationState") or {}).get("state") or last.get("state", "PENDING")
+        state = str(((app.get("status") or {}).get("applicationState") or {}).get("state") or last.state or "PENDING")
         if state not in TERMINAL_STATES:
-            started = _epoch(last.get("startedAt"))
+            started = _epoch(last.started_at)
             if started is not None and time.time() - started > check.timeout_seconds:
                 try:
                     await self._kube.delete_object(SPARK_GROUP, SPARK_VERSION, namespace, SPARK_PLURAL, name)
                 except KubeError as exc:
                     log.warning("could not delete the timed-out check: %s", exc)
-                updated = {**last, "state": "TIMEOUT", "finishedAt": utcnow_iso()}
+                updated = last.model_copy(update={"state": "TIMEOUT", "finished_at": utcnow_iso()})
                 return updated, conditions_for(
                     "TIMEOUT", None, f"no verdict after {check.timeout_seconds}s (last state {state})"
                 )
-            return {**last, "state": state}, None
+            return last.model_copy(update={"state": state}), None
         verdict: dict[str, Any] | None = None
         error = ((app.get("status") or {}).get("applicationState") or {}).get("errorMessage")
         if state == "COMPLETED":
@@ -153,18 +153,20 @@ class CheckRunner:
                 verdict = json.loads((cm.data or {})[VERDICT_KEY])
             except (KubeError, KeyError, ValueError) as exc:
                 error = f"verdict ConfigMap {verdict_config_map(name)} unreadable: {exc}"
-        updated = {**last, "state": state, "finishedAt": utcnow_iso()}
+        values: dict[str, Any] = {"state": state, "finished_at": utcnow_iso()}
         metrics.CHECKS.labels(state=state, verdict=(verdict or {}).get("verdict", "none")).inc()
         if verdict is not None:
-            updated["verdict"] = verdict.get("verdict")
+            values["verdict"] = None if verdict.get("verdict") is None else str(verdict.get("verdict"))[:40]
             # nulls would vanish in the merge patch anyway; leaving them out keeps status == stored
-            updated["headline"] = {k: v for k, v in (verdict.get("headline") or {}).items() if v is not None}
-            updated["reasons"] = summarize_reasons(verdict)
+            values["headline"] = {k: v for k, v in (verdict.get("headline") or {}).items() if v is not None}
+            values["reasons"] = summarize_reasons(verdict)
             producer = producer_summary(verdict)
             if producer:
-                updated["producer"] = producer
+                values["producer"] = producer
         elif error:
-            updated["reasons"] = [str(error)[:500]]
+            values["reasons"] = [str(error)[:500]]
+        # validated: the verdict is the job's answer, read from a ConfigMap
+        updated = LastCheck.model_validate({**last.model_dump(), **values})
         return updated, conditions_for(state, verdict, error)
 
 

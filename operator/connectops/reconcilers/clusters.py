@@ -18,6 +18,7 @@ import tempfile
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -110,8 +111,9 @@ class ClusterRegistry:
             self._resolved_at[key] = time.monotonic()
             return handle
 
-    async def _resolve(self, namespace: str, name: str) -> ClusterHandle:
-        obj = await self._kube.connect_cluster(namespace, name)
+    def _checked_spec(self, name: str, obj: Any) -> ConnectClusterSpec:
+        """The ConnectCluster's spec, refused before any request when invalid or when a URL it
+        names is outside the operator's allowlist."""
         try:
             spec = ConnectClusterSpec.model_validate(obj.get("spec") or {})
         except ValidationError as exc:
@@ -129,6 +131,10 @@ class ClusterRegistry:
                     f"may have called (CONNECTOPS_ALLOWED_REST_URLS, chart value connect.allowedUrls: "
                     f"{', '.join(self._settings.allowed_rest_urls)}); no request was made"
                 )
+        return spec
+
+    async def _resolve(self, namespace: str, name: str) -> ClusterHandle:
+        spec = self._checked_spec(name, await self._kube.connect_cluster(namespace, name))
         secrets: list[str] = []
         auth: tuple[str, str] | None = None
         if spec.basic_auth:

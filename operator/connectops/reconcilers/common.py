@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,8 +44,10 @@ def status_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, An
 class Conditions:
     """Collects condition updates and emits an Event only when a condition really changes."""
 
-    def __init__(self, current: list[dict[str, Any]] | None, generation: int | None, emit: EmitEvent) -> None:
-        self._items = [Condition.model_validate(c) for c in current or []]
+    def __init__(
+        self, current: Sequence[Condition | dict[str, Any]] | None, generation: int | None, emit: EmitEvent
+    ) -> None:
+        self._items = [c if isinstance(c, Condition) else Condition.model_validate(c) for c in current or []]
         self._generation = generation
         self._emit = emit
 
@@ -71,6 +73,11 @@ class Conditions:
 
     def get(self, type_: str) -> Condition | None:
         return get_condition(self._items, type_)
+
+    @property
+    def items(self) -> list[Condition]:
+        """The conditions as models, for a status model (its ``for_storage`` drops empty strings)."""
+        return list(self._items)
 
     def dump(self) -> list[dict[str, Any]]:
         # empty strings are left out: some API servers (1.20 built with Go >= 1.16,

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from connectops.adapters.connect_rest import ConnectError, ConnectResponseTooLarge, NotKafkaConnect, WorkerHealth
 from connectops.adapters.kube import KubeError
 from connectops.errors import SpecInvalid, WorkerStarting
 from connectops.models.checks import SparkCheckDefaults
+from connectops.models.connect_cluster import ConnectClusterStatus, WorkerHealthStatus
 from connectops.planning.checks import not_allowed
 from connectops.reconcilers.checks import check_defaults, check_policy
 from connectops.reconcilers.clusters import ClusterHandle, ClusterRegistry
@@ -26,12 +28,13 @@ class ConnectClusterReconciler:
         namespace: str,
         name: str,
         generation: int | None,
-        status_in: dict[str, Any],
+        status_in: Mapping[str, Any],
         emit: EmitEvent,
     ) -> Outcome:
-        conditions = Conditions(status_in.get("conditions"), generation, emit)
-        status: dict[str, Any] = {"observedGeneration": generation}
-        outcome = Outcome(status=status)
+        """``status_in``: the status as stored (only its conditions are carried over)."""
+        conditions = Conditions(ConnectClusterStatus.salvage(status_in).conditions, generation, emit)
+        status = ConnectClusterStatus(observed_generation=generation)
+        outcome = Outcome()
         handle: ClusterHandle | None = None
         try:
             handle = await self._clusters.resolve(namespace, name, max_age=0)
@@ -42,35 +45,35 @@ class ConnectClusterReconciler:
             conditions.set("Ready", False, exc.reason, str(exc), event_on_change=True, warning=True)
         except (NotKafkaConnect, ConnectResponseTooLarge) as exc:
             # it answered, so it is reachable, but it is not a worker: nothing it says is used
-            status["reachable"] = True
+            status.reachable = True
             conditions.set("Ready", False, exc.reason, str(exc), event_on_change=True, warning=True)
             outcome.error = exc
         except ConnectError as exc:
             health = await _health(handle)
             if health is not None and health.status == "starting":
                 # it answers, and says why it cannot serve yet: no warning, a short wait
-                status["reachable"] = True
-                status["workerHealth"] = {"status": health.status, "message": health.message}
+                status.reachable = True
+                status.worker_health = WorkerHealthStatus(status=health.status, message=health.message)
                 message = f"the worker is starting: {health.message or 'GET /health says starting'}"
                 conditions.set("Ready", False, "WorkerStarting", message, event_on_change=True)
                 conditions.set("WorkerHealthy", False, "Starting", message)
                 outcome.error = WorkerStarting(message)
             else:
-                status["reachable"] = False
+                status.reachable = False
                 conditions.set("Ready", False, "Unreachable", str(exc), event_on_change=True, warning=True)
                 outcome.error = exc
         except KubeError as exc:
             conditions.set("Ready", False, "ReferenceNotFound", str(exc), event_on_change=True, warning=True)
             outcome.error = exc
         else:
-            status["reachable"] = True
-            status["workerVersion"] = version
-            status["kafkaClusterId"] = info.kafka_cluster_id
-            status["capabilities"] = caps.model_dump(by_alias=True)
+            status.reachable = True
+            status.worker_version = version
+            status.kafka_cluster_id = info.kafka_cluster_id
+            status.capabilities = caps
             conditions.set("Ready", True, "Reachable", f"Kafka Connect {version} answered", event_on_change=True)
             health = await _health(handle)
             if health is not None:
-                status["workerHealth"] = {"status": health.status, "message": health.message}
+                status.worker_health = WorkerHealthStatus(status=health.status, message=health.message)
                 healthy = {"healthy": True, "unknown": None}.get(health.status, False)
                 conditions.set(
                     "WorkerHealthy",
@@ -82,7 +85,8 @@ class ConnectClusterReconciler:
                 )
         if handle is not None:
             self._check_settings(conditions, handle.spec.spark_check)
-        status["conditions"] = conditions.dump()
+        status.conditions = conditions.items
+        outcome.status = status.patch()
         return outcome
 
     def _check_settings(self, conditions: Conditions, requested: SparkCheckDefaults | None) -> None:

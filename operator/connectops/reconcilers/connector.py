@@ -29,7 +29,15 @@ from connectops.adapters.connect_rest import (
 from connectops.adapters.kube import KubeClient, KubeError, KubeObjectMissing, Lock, SecretKeyMissing
 from connectops.errors import NotReadyYet, SpecInvalid, WorkerStarting
 from connectops.models.base import utcnow_iso
-from connectops.models.connector import ConnectorSpec, DesiredState, VerbTokens
+from connectops.models.checks import LastCheck
+from connectops.models.connector import (
+    AutoRestartStatus,
+    ConnectorSpec,
+    ConnectorStatus,
+    DesiredState,
+    TaskStatus,
+    VerbTokens,
+)
 from connectops.planning.checks import CheckContext, verdict_config_map
 from connectops.planning.connector import (
     FAILED,
@@ -63,7 +71,7 @@ class ConnectorObject:
     uid: str
     generation: int | None
     spec: dict[str, Any]
-    status: dict[str, Any]
+    status: ConnectorStatus
     created: str = ""
     annotations: dict[str, str] = field(default_factory=dict)
 
@@ -76,7 +84,7 @@ class ConnectorObject:
             uid=meta.get("uid", ""),
             generation=meta.get("generation"),
             spec=dict(body.get("spec") or {}),
-            status=dict(body.get("status") or {}),
+            status=_stored_status(body.get("status")),
             created=str(meta.get("creationTimestamp") or ""),
             annotations={str(k): str(v) for k, v in (meta.get("annotations") or {}).items()},
         )
@@ -128,9 +136,23 @@ class ConnectorReconciler:
     async def reconcile(
         self, obj: ConnectorObject, emit: EmitEvent, *, periodic: bool, rivals: Sequence[Claim] = ()
     ) -> Outcome:
-        conditions = Conditions(obj.status.get("conditions"), obj.generation, emit)
-        status: dict[str, Any] = {"observedGeneration": obj.generation}
-        outcome = Outcome(status=status)
+        conditions = Conditions(obj.status.conditions, obj.generation, emit)
+        status = ConnectorStatus(observed_generation=obj.generation)
+        error = await self._reconcile(obj, emit, periodic, rivals, status, conditions)
+        status.conditions = conditions.items
+        return Outcome(status=status.patch(), error=error)
+
+    async def _reconcile(
+        self,
+        obj: ConnectorObject,
+        emit: EmitEvent,
+        periodic: bool,
+        rivals: Sequence[Claim],
+        status: ConnectorStatus,
+        conditions: Conditions,
+    ) -> BaseException | None:
+        """Decide and act; what was decided goes into ``status`` and ``conditions``, what to retry
+        on is returned."""
         try:
             spec = ConnectorSpec.model_validate(obj.spec)
         except ValidationError as exc:
@@ -143,10 +165,9 @@ class ConnectorReconciler:
                 warning=True,
             )
             conditions.set("Ready", False, "InvalidSpec", "spec is invalid; nothing was applied")
-            status["conditions"] = conditions.dump()
-            return outcome
+            return None
         connector = spec.connector_name or obj.name
-        status["connectorName"] = connector
+        status.connector_name = connector
         redactor = Redactor()
         handle: ClusterHandle | None = None
         try:
@@ -157,8 +178,7 @@ class ConnectorReconciler:
                 message = conflict_message(connector, Claim(obj.namespace, obj.name, obj.uid, obj.created, ""), rival)
                 conditions.set("Ready", False, "NameConflict", message, event_on_change=True, warning=True)
                 conditions.set("Synced", False, "NameConflict", "nothing is written while another object owns it")
-                status["conditions"] = conditions.dump()
-                return outcome
+                return None
             secret_values = await self._secret_values(obj.namespace, spec)
             redactor.add(secret_values.values())
             await self._apply(
@@ -169,30 +189,28 @@ class ConnectorReconciler:
             conditions.set("Ready", False, exc.reason, "spec is invalid; nothing was applied")
         except (KubeObjectMissing, SecretKeyMissing) as exc:
             conditions.set("Ready", False, "ReferenceNotFound", redactor(str(exc)), event_on_change=True, warning=True)
-            outcome.error = exc
+            return exc
         except ConnectError as exc:
             starting = await _starting(handle, exc)
             if starting is not None:
                 # the worker says it is starting (KIP-1017): wait and say so, without a warning
                 message = redactor(f"the Connect worker is starting ({starting}); changes wait until it is ready")
                 conditions.set("Ready", False, "WorkerStarting", message, event_on_change=True)
-                outcome.error = WorkerStarting(message)
-            else:
-                message = redactor(str(exc))
-                conditions.set(
-                    "Ready",
-                    False,
-                    _reason(exc),
-                    message,
-                    event_on_change=True,
-                    warning=True,
-                )
-                outcome.error = exc
+                return WorkerStarting(message)
+            message = redactor(str(exc))
+            conditions.set(
+                "Ready",
+                False,
+                _reason(exc),
+                message,
+                event_on_change=True,
+                warning=True,
+            )
+            return exc
         except KubeError as exc:
             conditions.set("Ready", False, "KubernetesError", str(exc))
-            outcome.error = exc
-        status["conditions"] = conditions.dump()
-        return outcome
+            return exc
+        return None
 
     async def _owned_elsewhere(
         self, obj: ConnectorObject, connector: str, cluster: ClusterHandle, rivals: Sequence[Claim]
@@ -223,7 +241,7 @@ class ConnectorReconciler:
         secret_values: dict[str, str],
         redactor: Redactor,
         conditions: Conditions,
-        status: dict[str, Any],
+        status: ConnectorStatus,
         emit: EmitEvent,
         periodic: bool,
     ) -> None:
@@ -240,16 +258,13 @@ class ConnectorReconciler:
                 f"{RECONCILE}: paused: nothing is changed in Kafka Connect until the annotation is removed",
                 event_on_change=True,
             )
-            self._report(status, state, obj.status.get("autoRestart") or {})
+            self._report(status, state, obj.status.auto_restart)
             return
         if conditions.get("ReconcilePaused") is not None:
             conditions.set("ReconcilePaused", False, "AnnotationRemoved", "reconciling", event_on_change=True)
         lock = await self._reset_lock(obj.namespace, cluster, connector)
-        book_raw = obj.status.get("autoRestart") or {}
-        book = RestartBook(
-            count=int(book_raw.get("count", 0)),
-            last_restart_at=_parse_time(book_raw.get("lastRestartTime")),
-        )
+        book_raw = obj.status.auto_restart
+        book = RestartBook(count=book_raw.count, last_restart_at=_parse_time(book_raw.last_restart_time))
         plan = plan_connector(
             spec,
             desired,
@@ -276,84 +291,19 @@ class ConnectorReconciler:
             self._report(status, state, book_raw)
             return
 
-        if plan.needs_validation:
-            installed = await cluster.plugins(self._settings.capabilities_ttl_seconds)
-            missing = plugin_missing(spec.connector_class, installed)
-            if missing is not None:
-                shown = ", ".join(missing[:8]) + (f" and {len(missing) - 8} more" if len(missing) > 8 else "")
-                message = (
-                    f"connector class {spec.connector_class} is not installed on the worker "
-                    f"(installed, closest first: {shown or 'none'}); re-checked every "
-                    f"{self._settings.capabilities_ttl_seconds:g}s and on every spec change"
-                )
-                # once per object and class: a resync queued behind the change handler gets the
-                # body from before its status patch and would announce it a second time
-                conditions.set("Valid", False, "PluginNotFound", message)
-                if self._missing_plugin.get(obj.uid) != spec.connector_class:
-                    self._missing_plugin[obj.uid] = spec.connector_class
-                    emit("Warning", "PluginNotFound", message)
-                conditions.set("Synced", False, "PluginNotFound", "nothing was applied: the class is not installed")
-                conditions.set(
-                    "Ready", False, "PluginNotFound", f"connector class {spec.connector_class} is not installed"
-                )
-                self._report(status, state, book_raw)
-                return
-            self._missing_plugin.pop(obj.uid, None)
-            result = await client.validate(spec.connector_class, desired)
-            if result.error_count:
-                detail = "; ".join(f"{k}: {' '.join(v)}" for k, v in sorted(result.errors.items()))
-                message = redactor(detail or f"{result.error_count} configuration error(s)")
-                conditions.set("Valid", False, "ConfigInvalid", message, event_on_change=True, warning=True)
-                conditions.set(
-                    "Synced",
-                    False,
-                    "ConfigInvalid",
-                    "Connect rejected the desired config; the live config is unchanged",
-                )
-                conditions.set("Ready", False, "ConfigInvalid", "configuration rejected by Connect")
-                self._report(status, state, book_raw)
-                return
+        if plan.needs_validation and not await self._validated(obj, spec, cluster, desired, redactor, conditions, emit):
+            self._report(status, state, book_raw)
+            return
         conditions.set("Valid", True, "Validated", "Connect accepted the configuration")
 
-        acted = False
         for action in plan.actions:
-            acted = True
-            if isinstance(action, Create):
-                try:
-                    await client.create(connector, desired, action.initial_state)
-                except ConnectConflict:
-                    # created concurrently (or by a previous attempt whose answer was lost)
-                    await client.put_config(connector, desired)
-                emit("Normal", "Created", f"connector {connector} created in Kafka Connect")
-            elif isinstance(action, UpdateConfig):
-                await client.put_config(connector, desired)
-                keys = ", ".join(action.changed_keys[:20])
-                reason = "DriftCorrected" if periodic else "ConfigUpdated"
-                emit("Normal" if not periodic else "Warning", reason, f"config keys changed: {keys}")
-            elif isinstance(action, SetState):
-                await self._set_state(client, connector, action.target)
-                reason = "StateDriftCorrected" if periodic else "StateChanged"
-                emit(
-                    "Normal" if not periodic else "Warning",
-                    reason,
-                    f"{action.observed or 'new'} -> {action.target.upper()}",
-                )
-            elif isinstance(action, RestartFailed):
-                await self._restart(client, connector, action)
-                book_raw = {"count": book.count + 1, "lastRestartTime": utcnow_iso()}
-                emit(
-                    "Warning",
-                    "Restarted",
-                    f"restarted failed {'connector and ' if action.connector_failed else ''}"
-                    f"tasks {list(action.failed_tasks)} (restart {book.count + 1})",
-                )
+            book_raw = await self._act(action, client, connector, desired, book, book_raw, emit, periodic)
         conditions.set("Synced", True, "Synced", "live config matches the spec")
 
-        if acted:
+        if plan.actions:
             state = await self._settle(client, connector, spec)
             live = desired
-        observed = _observe(state, live)
-        ready = readiness(spec, observed)
+        ready = readiness(spec, _observe(state, live))
         if plan.restart_limit_reached:
             conditions.set(
                 "Ready",
@@ -366,14 +316,103 @@ class ConnectorReconciler:
         else:
             conditions.set("Ready", ready.ready, ready.reason, ready.message)
         if ready.ready and book.count:
-            book_raw = {"count": 0, "lastRestartTime": book_raw.get("lastRestartTime")}
+            book_raw = AutoRestartStatus(count=0, last_restart_time=book_raw.last_restart_time)
         self._report(status, state, book_raw)
         if state is not None:
             await self._verbs(obj, client, connector, status, emit)
         await self._check(obj, spec, connector, cluster, plan.actions, conditions, status)
 
+    async def _validated(
+        self,
+        obj: ConnectorObject,
+        spec: ConnectorSpec,
+        cluster: ClusterHandle,
+        desired: dict[str, str],
+        redactor: Redactor,
+        conditions: Conditions,
+        emit: EmitEvent,
+    ) -> bool:
+        """Connect's gate before any write: the class is installed and validate finds no error.
+        False: it said no, the conditions say why, and nothing may be applied."""
+        installed = await cluster.plugins(self._settings.capabilities_ttl_seconds)
+        missing = plugin_missing(spec.connector_class, installed)
+        if missing is not None:
+            shown = ", ".join(missing[:8]) + (f" and {len(missing) - 8} more" if len(missing) > 8 else "")
+            message = (
+                f"connector class {spec.connector_class} is not installed on the worker "
+                f"(installed, closest first: {shown or 'none'}); re-checked every "
+                f"{self._settings.capabilities_ttl_seconds:g}s and on every spec change"
+            )
+            # once per object and class: a resync queued behind the change handler gets the
+            # body from before its status patch and would announce it a second time
+            conditions.set("Valid", False, "PluginNotFound", message)
+            if self._missing_plugin.get(obj.uid) != spec.connector_class:
+                self._missing_plugin[obj.uid] = spec.connector_class
+                emit("Warning", "PluginNotFound", message)
+            conditions.set("Synced", False, "PluginNotFound", "nothing was applied: the class is not installed")
+            conditions.set("Ready", False, "PluginNotFound", f"connector class {spec.connector_class} is not installed")
+            return False
+        self._missing_plugin.pop(obj.uid, None)
+        result = await cluster.client.validate(spec.connector_class, desired)
+        if result.error_count:
+            detail = "; ".join(f"{k}: {' '.join(v)}" for k, v in sorted(result.errors.items()))
+            message = redactor(detail or f"{result.error_count} configuration error(s)")
+            conditions.set("Valid", False, "ConfigInvalid", message, event_on_change=True, warning=True)
+            conditions.set(
+                "Synced",
+                False,
+                "ConfigInvalid",
+                "Connect rejected the desired config; the live config is unchanged",
+            )
+            conditions.set("Ready", False, "ConfigInvalid", "configuration rejected by Connect")
+            return False
+        return True
+
+    async def _act(
+        self,
+        action: Any,
+        client: ConnectClient,
+        connector: str,
+        desired: dict[str, str],
+        book: RestartBook,
+        book_raw: AutoRestartStatus,
+        emit: EmitEvent,
+        periodic: bool,
+    ) -> AutoRestartStatus:
+        """Carry out one planned action; the restart bookkeeping as it stands afterwards."""
+        if isinstance(action, Create):
+            try:
+                await client.create(connector, desired, action.initial_state)
+            except ConnectConflict:
+                # created concurrently (or by a previous attempt whose answer was lost)
+                await client.put_config(connector, desired)
+            emit("Normal", "Created", f"connector {connector} created in Kafka Connect")
+        elif isinstance(action, UpdateConfig):
+            await client.put_config(connector, desired)
+            keys = ", ".join(action.changed_keys[:20])
+            reason = "DriftCorrected" if periodic else "ConfigUpdated"
+            emit("Normal" if not periodic else "Warning", reason, f"config keys changed: {keys}")
+        elif isinstance(action, SetState):
+            await self._set_state(client, connector, action.target)
+            reason = "StateDriftCorrected" if periodic else "StateChanged"
+            emit(
+                "Normal" if not periodic else "Warning",
+                reason,
+                f"{action.observed or 'new'} -> {action.target.upper()}",
+            )
+        elif isinstance(action, RestartFailed):
+            await self._restart(client, connector, action)
+            emit(
+                "Warning",
+                "Restarted",
+                f"restarted failed {'connector and ' if action.connector_failed else ''}"
+                f"tasks {list(action.failed_tasks)} (restart {book.count + 1})",
+            )
+            return AutoRestartStatus(count=book.count + 1, last_restart_time=utcnow_iso())
+        return book_raw
+
     async def _verbs(
-        self, obj: ConnectorObject, client: ConnectClient, connector: str, status: dict[str, Any], emit: EmitEvent
+        self, obj: ConnectorObject, client: ConnectClient, connector: str, status: ConnectorStatus, emit: EmitEvent
     ) -> None:
         """Act once on each restart annotation whose value is new (see :mod:`planning.verbs`).
 
@@ -383,7 +422,7 @@ class ConnectorReconciler:
         # The body a handler gets can predate the status patch of the handler before it (kopf
         # patches after the handler returns, outside the per-object lock): what this process
         # did last is remembered here, the status is the record across restarts.
-        acted = self._acted.get(obj.uid) or VerbTokens.model_validate(obj.status.get("verbs") or {})
+        acted = self._acted.get(obj.uid) or obj.status.verbs
         for verb in pending_verbs(obj.annotations, acted):
             if isinstance(verb, BadVerb):
                 emit("Warning", "BadAnnotation", f"{verb.annotation}: {verb.value[:100]!r}: {verb.why}")
@@ -397,7 +436,7 @@ class ConnectorReconciler:
                 emit("Normal", "Restarted", f"{verb.annotation}={verb.value}: restarted tasks {list(verb.task_ids)}")
             acted = acted_on(acted, verb)
             self._acted[obj.uid] = acted
-            status["verbs"] = acted.model_dump(by_alias=True, exclude_none=True)
+            status.verbs = acted
 
     async def _check(
         self,
@@ -407,7 +446,7 @@ class ConnectorReconciler:
         cluster: ClusterHandle,
         actions: list[Any],
         conditions: Conditions,
-        status: dict[str, Any],
+        status: ConnectorStatus,
     ) -> None:
         """After a change: launch the lag/balance check. Otherwise: follow the one in flight."""
         changes = [a for a in actions if isinstance(a, Create | UpdateConfig | SetState)]
@@ -426,20 +465,20 @@ class ConnectorReconciler:
                 check=spec.check,
                 trigger=f"generation {obj.generation}: {trigger}",
                 context=CheckContext(
-                    desired_state=str(spec.state), baseline_config_map=_previous_verdict(obj.status.get("lastCheck"))
+                    desired_state=str(spec.state), baseline_config_map=_previous_verdict(obj.status.last_check)
                 ),
             )
             if launched is not None:
-                status["lastCheck"] = launched
-                if launched["state"] == "NOT_SUBMITTED":
-                    reason = "; ".join(launched.get("reasons", []))
+                status.last_check = launched
+                if launched.state == "NOT_SUBMITTED":
+                    reason = "; ".join(launched.reasons)
                     conditions.set("LagHealthy", None, "CheckNotSubmitted", reason)
                     conditions.set("PartitionsBalanced", None, "CheckNotSubmitted", reason)
                 return
-        last = obj.status.get("lastCheck")
-        if last:
-            updated, result = await self._checks.poll(obj.namespace, dict(last), spec.check)
-            status["lastCheck"] = updated
+        last = obj.status.last_check
+        if last is not None:
+            updated, result = await self._checks.poll(obj.namespace, last, spec.check)
+            status.last_check = updated
             if result is not None:
                 apply_check_conditions(conditions, result)
 
@@ -473,26 +512,19 @@ class ConnectorReconciler:
         return state
 
     @staticmethod
-    def _report(status: dict[str, Any], state: ConnectorState | None, book: dict[str, Any]) -> None:
-        status["autoRestart"] = {k: v for k, v in book.items() if v is not None} or {"count": 0}
+    def _report(status: ConnectorStatus, state: ConnectorState | None, book: AutoRestartStatus) -> None:
+        status.auto_restart = book
         if state is None:
-            status["connectorState"] = None
-            status["workerId"] = None
-            status["tasks"] = []
-            status["tasksRunning"] = None
+            status.connector_state = None
+            status.worker_id = None
+            status.tasks = []
+            status.tasks_running = None
             return
-        status["connectorState"] = state.state
-        status["workerId"] = state.worker_id
-        status["tasks"] = [
-            {
-                k: v
-                for k, v in {"id": t.id, "state": t.state, "workerId": t.worker_id, "trace": t.trace}.items()
-                if v is not None
-            }
-            for t in state.tasks
-        ]
+        status.connector_state = state.state
+        status.worker_id = state.worker_id
+        status.tasks = [TaskStatus(id=t.id, state=t.state, worker_id=t.worker_id, trace=t.trace) for t in state.tasks]
         running = sum(1 for t in state.tasks if t.state == "RUNNING")
-        status["tasksRunning"] = f"{running}/{len(state.tasks)}"
+        status.tasks_running = f"{running}/{len(state.tasks)}"
 
     async def _reset_lock(self, namespace: str, cluster: ClusterHandle, connector: str) -> Lock | None:
         """The reset lock on this connector, whichever ConnectCluster object the reset went
@@ -572,8 +604,13 @@ def _reason(exc: ConnectError) -> str:
     return "ConnectUnavailable" if exc.retryable else "ConnectError"
 
 
-def _previous_verdict(last: Any) -> str | None:
+def _previous_verdict(last: LastCheck | None) -> str | None:
     """The verdict ConfigMap of the last completed check: the "before" of the next one."""
-    if isinstance(last, Mapping) and last.get("state") == "COMPLETED" and isinstance(last.get("application"), str):
-        return verdict_config_map(last["application"])
+    if last is not None and last.state == "COMPLETED":
+        return verdict_config_map(last.application)
     return None
+
+
+def _stored_status(stored: Any) -> ConnectorStatus:
+    """The status as stored; what this version cannot read is rewritten by this reconcile."""
+    return ConnectorStatus.salvage(stored if isinstance(stored, Mapping) else None)

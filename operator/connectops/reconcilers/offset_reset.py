@@ -35,7 +35,13 @@ from connectops.models import GROUP
 from connectops.models.base import utcnow_iso
 from connectops.models.checks import CheckSpec
 from connectops.models.connector import ConnectorSpec
-from connectops.models.offset_reset import OffsetResetSpec, ResetAction, ResumePolicy
+from connectops.models.offset_reset import (
+    OffsetResetSpec,
+    OffsetResetStatus,
+    ResetAction,
+    ResumePolicy,
+    StepStatus,
+)
 from connectops.planning.checks import CheckContext
 from connectops.planning.offset_reset import (
     PlanError,
@@ -99,58 +105,41 @@ class OffsetResetExecutor:
         a reset never starts on a connector another namespace's Connector object manages."""
         meta = body["metadata"]
         namespace, name = meta["namespace"], meta["name"]
-        status: dict[str, Any] = json.loads(json.dumps(dict(body.get("status") or {})))
-        status.pop("kopf", None)
+        status = OffsetResetStatus.from_storage(body.get("status"))
         raw_spec = json.loads(json.dumps(dict(body.get("spec") or {})))
-        conditions = Conditions(status.get("conditions"), meta.get("generation"), emit)
+        conditions = Conditions(status.conditions, meta.get("generation"), emit)
 
-        if status.get("specHash"):
-            if spec_hash(raw_spec) != status["specHash"]:
-                conditions.set(
-                    "SpecChangeIgnored",
-                    True,
-                    "Immutable",
-                    "the spec changed after this reset started; an OffsetReset runs once as first "
-                    "written: create a new OffsetReset for a new reset",
-                    event_on_change=True,
-                    warning=True,
-                )
-                await self._save(namespace, name, {"conditions": conditions.dump()})
-            if status.get("phase") in TERMINAL:
-                if status.get("pendingResume"):
+        if status.spec_hash:
+            if spec_hash(raw_spec) != status.spec_hash:
+                await self._ignore_spec_change(namespace, name, status, conditions)
+            if status.phase in TERMINAL:
+                if status.pending_resume:
                     await self._finish_resume(body, emit)
                     return True
                 return False
-            raw_spec = status["executedSpec"]
+            raw_spec = status.executed_spec or {}
         try:
             spec = OffsetResetSpec.model_validate(raw_spec)
         except ValidationError as exc:
             message = describe_validation_error(exc)
             conditions.set("Succeeded", False, "InvalidSpec", message, event_on_change=True, warning=True)
+            status.phase = "Failed"
+            status.spec_hash = spec_hash(raw_spec)
+            status.executed_spec = raw_spec
+            status.observed_generation = meta.get("generation")
+            status.conditions = conditions.items
             await self._save(
-                namespace,
-                name,
-                {
-                    "phase": "Failed",
-                    "specHash": spec_hash(raw_spec),
-                    "executedSpec": raw_spec,
-                    "observedGeneration": meta.get("generation"),
-                    "conditions": conditions.dump(),
-                },
+                namespace, name, status, "phase", "spec_hash", "executed_spec", "observed_generation", "conditions"
             )
             return False
-        if not status.get("specHash"):
-            status.update(
-                {
-                    "phase": "Running",
-                    "specHash": spec_hash(raw_spec),
-                    "executedSpec": raw_spec,
-                    "observedGeneration": meta.get("generation"),
-                    "steps": [{"name": str(s), "state": "Pending", "attempts": 0} for s in Step],
-                }
-            )
+        if not status.spec_hash:
+            status.phase = "Running"
+            status.spec_hash = spec_hash(raw_spec)
+            status.executed_spec = raw_spec
+            status.observed_generation = meta.get("generation")
+            status.steps = [StepStatus(name=str(s)) for s in Step]
             conditions.set("Succeeded", None, "Running", "reset started")
-            status["conditions"] = conditions.dump()
+            status.conditions = conditions.items
             await self._save(namespace, name, status)
             emit("Normal", "Started", f"offset {spec.action} started")
 
@@ -162,9 +151,11 @@ class OffsetResetExecutor:
             # back-off): the reference may appear or be fixed, as in a GitOps sync out of order.
             reason = "ReferenceNotFound" if isinstance(exc, KubeObjectMissing) else "InvalidTarget"
             conditions.set("Succeeded", None, reason, f"{exc}; retrying", event_on_change=True, warning=True)
-            await self._save(namespace, name, {"phase": "Pending", "conditions": conditions.dump()})
+            status.phase = "Pending"
+            status.conditions = conditions.items
+            await self._save(namespace, name, status, "phase", "conditions")
             raise
-        not_started = all(step.get("state") == "Pending" for step in status.get("steps") or [])
+        not_started = all(step.state == "Pending" for step in status.steps)
         elsewhere = await self._managed_elsewhere(namespace, spec, connector, cluster, claims) if not_started else []
         if elsewhere:
             # nothing is locked or stopped yet: refuse for good (retrying cannot change who owns it)
@@ -173,15 +164,33 @@ class OffsetResetExecutor:
                 "only that namespace may reset, pause or resume it; nothing was changed"
             )
             conditions.set("Succeeded", False, "ManagedElsewhere", message, event_on_change=True, warning=True)
-            await self._save(namespace, name, {"phase": "Failed", "conditions": conditions.dump()})
+            status.phase = "Failed"
+            status.conditions = conditions.items
+            await self._save(namespace, name, status, "phase", "conditions")
             return False
         run = Run(namespace, name, meta["uid"], meta.get("generation"), status, spec, cluster, emit)
-        run.status["phase"] = "Running"  # from Pending, if it waited for its target
-        run.status.setdefault("connectors", self._connector_names(spec, connector))
+        run.status.phase = "Running"  # from Pending, if it waited for its target
+        if not run.status.connectors:
+            run.status.connectors = self._connector_names(spec, connector)
         if cluster.spec.kafka is not None:
             run.kafka = KafkaOffsets(cluster.spec.kafka.bootstrap_servers, cluster.kafka_config)
         await self._execute(run, body)
         return True
+
+    async def _ignore_spec_change(
+        self, namespace: str, name: str, status: OffsetResetStatus, conditions: Conditions
+    ) -> None:
+        conditions.set(
+            "SpecChangeIgnored",
+            True,
+            "Immutable",
+            "the spec changed after this reset started; an OffsetReset runs once as first "
+            "written: create a new OffsetReset for a new reset",
+            event_on_change=True,
+            warning=True,
+        )
+        status.conditions = conditions.items
+        await self._save(namespace, name, status, "conditions")
 
     async def _managed_elsewhere(
         self,
@@ -211,15 +220,15 @@ class OffsetResetExecutor:
         they would say so until their next resync.
         """
         namespace = body["metadata"]["namespace"]
-        status = body.get("status") or {}
+        status = OffsetResetStatus.from_storage(body.get("status"))
         try:
-            spec = OffsetResetSpec.model_validate(status.get("executedSpec") or body.get("spec") or {})
+            spec = OffsetResetSpec.model_validate(status.executed_spec or body.get("spec") or {})
         except ValidationError:
             return []
         if spec.connector_ref is not None:
             return [spec.connector_ref.name]
         assert spec.cluster_ref is not None
-        touched = set(status.get("connectors") or [])
+        touched = set(status.connectors)
         names = []
         for obj in await self._kube.custom_objects(namespace, "connectors"):
             try:
@@ -253,14 +262,17 @@ class OffsetResetExecutor:
         names = [mm2.source_connector, mm2.checkpoint_connector, mm2.heartbeat_connector]
         return [n for n in names if n]
 
-    async def _save(self, namespace: str, name: str, status: dict[str, Any]) -> None:
-        await self._changes.save(namespace, name, status)
+    async def _save(self, namespace: str, name: str, status: OffsetResetStatus, *fields: str) -> None:
+        await self._changes.save(namespace, name, status, *fields)
+
+    async def _store(self, run: Run) -> None:
+        await self._changes.store(run)
 
     async def release(self, body: Any) -> None:
         meta = body["metadata"]
-        status = dict(body.get("status") or {})
-        connectors = status.get("connectors") or []
-        spec_raw = status.get("executedSpec")
+        status = OffsetResetStatus.from_storage(body.get("status"))
+        connectors = status.connectors
+        spec_raw = status.executed_spec
         if not connectors or not spec_raw:
             return
         try:
@@ -268,7 +280,7 @@ class OffsetResetExecutor:
         except (KubeError, ValidationError):
             return
         holder = lock_holder(meta["namespace"], meta["name"], meta["uid"])
-        scope = status.get("lockScope") or cluster_name  # no scope: taken before scopes existed
+        scope = status.lock_scope or cluster_name  # no scope: taken before scopes existed
         for connector in connectors:
             await self._kube.release_lock(meta["namespace"], scope, connector, holder)
 
@@ -287,7 +299,7 @@ class OffsetResetExecutor:
             Step.UNLOCK: self._unlock,
         }
         for step in Step:
-            state = run.step(step)["state"]
+            state = run.step(step).state
             if state in ("Done", "Skipped"):
                 continue
             if run.spec.dry_run and step in (
@@ -300,13 +312,13 @@ class OffsetResetExecutor:
             ):
                 run.set_step(step, state="Skipped", message="dry run")
                 continue
-            if step is Step.OFFSET_SYNCS and str(step) not in run.plan.get("steps", []):
+            if step is Step.OFFSET_SYNCS and str(step) not in run.plan.steps:
                 run.set_step(step, state="Skipped", message="no MirrorMaker 2 offset-syncs cleanup")
                 continue
-            attempts = int(run.step(step).get("attempts", 0)) + 1
-            run.set_step(step, state="Running", attempts=attempts, startedAt=utcnow_iso())
-            run.status["currentStep"] = str(step)
-            await self._save(run.namespace, run.name, run.status)
+            attempts = run.step(step).attempts + 1
+            run.set_step(step, state="Running", attempts=attempts, started_at=utcnow_iso())
+            run.status.current_step = str(step)
+            await self._store(run)
             started = time.monotonic()
             try:
                 message = await actions[step](run)
@@ -327,25 +339,25 @@ class OffsetResetExecutor:
                         run,
                         step,
                         f"{text} (after {attempts} attempts)",
-                        unsafe=step is Step.RESET and run.plan.get("strategy") == "tombstone",
+                        unsafe=step is Step.RESET and run.plan.strategy == "tombstone",
                     )
                     return
                 run.set_step(step, message=f"attempt {attempts} failed: {text}")
                 run.history(f"{step}: attempt {attempts} failed: {text}")
-                await self._save(run.namespace, run.name, run.status)
+                await self._store(run)
                 raise
             failpoints.hit(str(step), "effects")
             elapsed = time.monotonic() - started
             metrics.RESET_STEP_SECONDS.labels(step=str(step)).observe(elapsed)
-            run.set_step(step, state="Done", finishedAt=utcnow_iso(), message=message)
+            run.set_step(step, state="Done", finished_at=utcnow_iso(), message=message)
             run.history(f"{step}: {message} ({elapsed:.2f}s)")
             run.emit("Normal", f"Step{str(step)[0].upper()}{str(step)[1:]}", message)
-            await self._save(run.namespace, run.name, run.status)
+            await self._store(run)
             failpoints.hit(str(step), "done")
 
-        conditions = Conditions(run.status.get("conditions"), run.generation, run.emit)
+        conditions = Conditions(run.status.conditions, run.generation, run.emit)
         if run.spec.dry_run:
-            run.status["phase"] = "Planned"
+            run.status.phase = "Planned"
             conditions.set(
                 "Succeeded",
                 True,
@@ -354,14 +366,14 @@ class OffsetResetExecutor:
                 event_on_change=True,
             )
         else:
-            run.status["phase"] = "Succeeded"
+            run.status.phase = "Succeeded"
             conditions.set("Succeeded", True, "Completed", f"offset {run.spec.action} completed", event_on_change=True)
             await self._launch_check(run, body, conditions)
-        run.status["currentStep"] = None
-        run.status["conditions"] = conditions.dump()
-        await self._save(run.namespace, run.name, run.status)
+        run.status.current_step = None
+        run.status.conditions = conditions.items
+        await self._store(run)
         metrics.RESETS.labels(
-            action=str(run.spec.action), strategy=str(run.status.get("strategy")), phase=run.status["phase"]
+            action=str(run.spec.action), strategy=str(run.status.strategy), phase=str(run.status.phase)
         ).inc()
 
     async def _connector_spec(self, run_namespace: str, spec: OffsetResetSpec) -> ConnectorSpec | None:
@@ -383,7 +395,7 @@ class OffsetResetExecutor:
                 "metadata": {"name": run.name, "uid": run.uid},
             },
             suffix="reset",
-            connector=run.status["connectors"][0],
+            connector=run.connectors[0],
             cluster=run.cluster.spec,
             check=CheckSpec() if connector_spec is None else connector_spec.check,
             trigger=f"offset {run.spec.action} completed",
@@ -393,31 +405,33 @@ class OffsetResetExecutor:
             ),
         )
         if launched is not None:
-            run.status["lastCheck"] = launched
+            run.status.last_check = launched
 
     async def follow_check(self, body: Any, emit: EmitEvent) -> None:
         """Poll the post-reset check until it has a verdict, then publish it (timer-driven)."""
         if self._checks is None:
             return
         meta = body["metadata"]
-        status = dict(body.get("status") or {})
-        last = status.get("lastCheck")
-        if not last or status.get("phase") != "Succeeded":
+        status = OffsetResetStatus.from_storage(body.get("status"))
+        last = status.last_check
+        if last is None or status.phase != "Succeeded":
             return
-        spec = OffsetResetSpec.model_validate(status.get("executedSpec") or body.get("spec"))
+        spec = OffsetResetSpec.model_validate(status.executed_spec or body.get("spec"))
         connector_spec = await self._connector_spec(meta["namespace"], spec)
         updated, result = await self._checks.poll(
-            meta["namespace"], dict(last), CheckSpec() if connector_spec is None else connector_spec.check
+            meta["namespace"], last, CheckSpec() if connector_spec is None else connector_spec.check
         )
-        patch: dict[str, Any] = {}
+        changed_fields = []
         if updated != last:
-            patch["lastCheck"] = updated
+            status.last_check = updated
+            changed_fields.append("last_check")
         if result is not None:
-            conditions = Conditions(status.get("conditions"), meta.get("generation"), emit)
+            conditions = Conditions(status.conditions, meta.get("generation"), emit)
             apply_check_conditions(conditions, result)
-            patch["conditions"] = conditions.dump()
-        if patch:
-            await self._save(meta["namespace"], meta["name"], patch)
+            status.conditions = conditions.items
+            changed_fields.append("conditions")
+        if changed_fields:
+            await self._save(meta["namespace"], meta["name"], status, *changed_fields)
 
     async def _fail(self, run: Run, step: Step, message: str, *, unsafe: bool) -> None:
         """End in Failed. The connector is resumed unless that would be unsafe (offsets partly
@@ -429,17 +443,17 @@ class OffsetResetExecutor:
         """
         run.set_step(step, state="Failed", finishedAt=utcnow_iso(), message=message)
         run.history(f"{step}: failed: {message}")
-        stopped_by_us = run.step(Step.STOP)["state"] in ("Running", "Done")
-        backup = (run.status.get("backup") or {}).get("configMap")
+        stopped_by_us = run.step(Step.STOP).state in ("Running", "Done")
+        backup = run.status.backup_config_map
         # past the first call that may have changed offsets, resuming would run the connector on
         # half-applied offsets: it stays stopped and locked until a restore or a person decides
         unsafe = unsafe or (step in (Step.RESET, Step.OFFSET_SYNCS) and changed(run))
         detail = message
         resume_error: ConnectError | None = None
         if stopped_by_us and unsafe:
-            run.status["restoreManifest"] = self._restore_manifest(run, backup) if backup else None
+            run.status.restore_manifest = self._restore_manifest(run, backup) if backup else None
             detail = (
-                f"{message}. The connector(s) {', '.join(run.status['connectors'])} stay STOPPED "
+                f"{message}. The connector(s) {', '.join(run.connectors)} stay STOPPED "
                 f"and locked because their offsets may be partly rewritten; the old offsets "
                 f"are in ConfigMap {backup}. To put them back, apply the OffsetReset in "
                 f"status.restoreManifest (kubectl get offsetreset {run.name} -n {run.namespace} "
@@ -453,7 +467,7 @@ class OffsetResetExecutor:
                 detail = f"{message}. {offsets}; the connector(s) were resumed"
             except ConnectError as exc:
                 resume_error = exc
-                run.status["pendingResume"] = True
+                run.status.pending_resume = True
                 detail = (
                     f"{message}. {offsets}. Resuming failed too ({run.cluster.redactor(str(exc))}): the "
                     "connector(s) are STOPPED until the operator's retries of the resume get through"
@@ -464,7 +478,7 @@ class OffsetResetExecutor:
         else:
             with contextlib.suppress(KubeError):
                 await self._unlock(run)
-        conditions = Conditions(run.status.get("conditions"), run.generation, run.emit)
+        conditions = Conditions(run.status.conditions, run.generation, run.emit)
         conditions.set(
             "Succeeded",
             False,
@@ -473,17 +487,17 @@ class OffsetResetExecutor:
             event_on_change=True,
             warning=True,
         )
-        run.status.update({"phase": "Failed", "currentStep": None, "conditions": conditions.dump()})
-        await self._save(run.namespace, run.name, run.status)
-        metrics.RESETS.labels(
-            action=str(run.spec.action), strategy=str(run.status.get("strategy")), phase="Failed"
-        ).inc()
+        run.status.phase = "Failed"
+        run.status.current_step = None
+        run.status.conditions = conditions.items
+        await self._store(run)
+        metrics.RESETS.labels(action=str(run.spec.action), strategy=str(run.status.strategy), phase="Failed").inc()
         if resume_error is not None:
             raise resume_error
 
     def _restore_manifest(self, run: Run, backup: str) -> str:
         """The OffsetReset that puts this reset's backup back, ready for kubectl apply."""
-        spec: dict[str, Any] = {"action": "restore", "restoreFrom": backup, "strategy": run.status.get("strategy")}
+        spec: dict[str, Any] = {"action": "restore", "restoreFrom": backup, "strategy": run.status.strategy}
         executed = run.spec
         if executed.connector_ref is not None:
             spec["connectorRef"] = {"name": executed.connector_ref.name}
@@ -497,8 +511,8 @@ class OffsetResetExecutor:
                 # the offset-syncs topic was handled (or not) by the failed reset: leave it
                 spec["mirrorMaker2"] = {**mm2, "offsetSyncs": "keep"}
             # unmanaged connectors: back to the state they had before the failed reset
-            first: dict[str, Any] = next(iter(run.plan.get("connectors") or []), {})
-            spec["resume"] = first.get("resumeTo", "running")
+            first = next(iter(run.plan.connectors), None)
+            spec["resume"] = first.resume_to if first is not None else "running"
         name = f"{run.name[:200]}-restore-{run.uid[:8]}"
         manifest = {
             "apiVersion": f"{GROUP}/v1alpha1",
@@ -511,30 +525,27 @@ class OffsetResetExecutor:
     async def _finish_resume(self, body: Any, emit: EmitEvent) -> None:
         """Retry the resume of a Failed reset whose own resume failed (see ``_fail``)."""
         meta = body["metadata"]
-        status: dict[str, Any] = json.loads(json.dumps(dict(body.get("status") or {})))
-        status.pop("kopf", None)
-        spec = OffsetResetSpec.model_validate(status["executedSpec"])
+        status = OffsetResetStatus.from_storage(body.get("status"))
+        spec = OffsetResetSpec.model_validate(status.executed_spec or {})
         cluster_name, _ = await self._target(meta["namespace"], spec)
         cluster = await self._clusters.resolve(meta["namespace"], cluster_name, max_age=0)
         run = Run(meta["namespace"], meta["name"], meta["uid"], meta.get("generation"), status, spec, cluster, emit)
         said = await self._resume(run)
         run.history(f"resumed after the failure: {said}")
-        run.status["pendingResume"] = None
-        previous: dict[str, Any] = next(
-            (c for c in run.status.get("conditions") or [] if c.get("type") == "Succeeded"), {}
-        )
-        text = str(previous.get("message", ""))
+        run.status.pending_resume = None
+        conditions = Conditions(run.status.conditions, run.generation, emit)
+        previous = conditions.get("Succeeded")
+        text = previous.message if previous is not None else ""
         cut = text.find(" Resuming failed too")
-        conditions = Conditions(run.status.get("conditions"), run.generation, emit)
         conditions.set(
             "Succeeded",
             False,
-            str(previous.get("reason", "Failed")),
+            previous.reason if previous is not None else "Failed",
             (text[:cut] if cut >= 0 else text) + " The connector(s) were resumed afterwards.",
         )
-        run.status["conditions"] = conditions.dump()
+        run.status.conditions = conditions.items
         emit("Normal", "Resumed", f"connector(s) resumed after the failed reset: {said}")
-        await self._save(run.namespace, run.name, run.status)
+        await self._store(run)
 
     # -- steps ------------------------------------------------------------------------------------
 
@@ -543,14 +554,14 @@ class OffsetResetExecutor:
 
     async def _lock(self, run: Run) -> str:
         owner = {"apiVersion": f"{GROUP}/v1alpha1", "kind": "OffsetReset", "name": run.name, "uid": run.uid}
-        said = f"locked {', '.join(run.status['connectors'])}"
-        scope = run.status.get("lockScope")
+        said = f"locked {', '.join(run.connectors)}"
+        scope = run.status.lock_scope
         if not scope:
             scope = await run.cluster.lock_scope(self._settings.capabilities_ttl_seconds)
             # recorded before the Lease exists: unlock and deletion release this very name
-            run.status["lockScope"] = scope
-            await self._save(run.namespace, run.name, run.status)
-        for connector in run.status["connectors"]:
+            run.status.lock_scope = scope
+            await self._store(run)
+        for connector in run.connectors:
             try:
                 await self._kube.acquire_lock(run.namespace, scope, connector, self._holder(run), owner)
             except LockHeld as held:
@@ -573,16 +584,16 @@ class OffsetResetExecutor:
             obj = await self._kube.custom_object(run.namespace, PLURAL, name)
         except KubeObjectMissing:
             return False
-        status = obj.get("status") or {}
+        status = OffsetResetStatus.from_storage(obj.get("status"))
         return (
             obj["metadata"].get("uid") == uid
-            and status.get("phase") == "Failed"
-            and (status.get("backup") or {}).get("configMap") == run.spec.restore_from
+            and status.phase == "Failed"
+            and status.backup_config_map == run.spec.restore_from
         )
 
     async def _unlock(self, run: Run) -> str:
-        scope = run.status.get("lockScope") or run.cluster.name
-        for connector in run.status["connectors"]:
+        scope = run.status.lock_scope or run.cluster.name
+        for connector in run.connectors:
             await self._kube.release_lock(run.namespace, scope, connector, self._holder(run))
         return "released the lock"
 
@@ -591,10 +602,10 @@ class OffsetResetExecutor:
 
     async def _stop(self, run: Run) -> str:
         client = run.cluster.client
-        for connector in run.status["connectors"]:
+        for connector in run.connectors:
             await client.stop(connector)
         deadline = time.monotonic() + self._stop_timeout
-        pending = list(run.status["connectors"])
+        pending = run.connectors
         backoff = Backoff()
         while pending:
             state = await client.get_status(pending[0])
@@ -604,11 +615,11 @@ class OffsetResetExecutor:
             if time.monotonic() > deadline:
                 raise NotReadyYet(f"{pending[0]} did not reach STOPPED with no tasks in {self._stop_timeout:.0f}s")
             await backoff.wait()
-        return f"stopped {', '.join(run.status['connectors'])} (STOPPED, no tasks)"
+        return f"stopped {', '.join(run.connectors)} (STOPPED, no tasks)"
 
     def _strategy(self, run: Run, connector: str) -> Strategy:
         """The module that changes this connector's offsets (one per strategy; see their docstrings)."""
-        if run.plan["strategy"] == "rest":
+        if run.plan.strategy == "rest":
             return reset_rest
         return reset_consumer_group if run.kind(connector) == "sink" else reset_tombstone
 
@@ -617,20 +628,20 @@ class OffsetResetExecutor:
         if action is ResetAction.RESTORE:
             return await self._restore(run)
         done = []
-        for connector in run.status["connectors"]:
-            entries = run.plan.get("entries", {}).get(connector, [])
+        for connector in run.connectors:
+            entries = run.plan.entries_for(connector)
             if action is not ResetAction.RESET and not entries:
                 continue
             await self._strategy(run, connector).reset(self._changes, run, connector, action, entries)
             done.append(connector)
-        return f"{action} applied to {', '.join(done) or 'nothing'} ({run.plan['strategy']})"
+        return f"{action} applied to {', '.join(done) or 'nothing'} ({run.plan.strategy})"
 
     async def _restore(self, run: Run) -> str:
         source = run.spec.restore_from or ""
         backup = await self._backups.read(run.namespace, source)
         self._backups.check(run, backup)
         restored = []
-        for connector in run.status["connectors"]:
+        for connector in run.connectors:
             saved = backup["connectors"][connector]
             entries = [e for e in saved["offsets"] if e.get("offset") is not None]
             await self._strategy(run, connector).restore(self._changes, run, connector, saved)
@@ -646,10 +657,9 @@ class OffsetResetExecutor:
 
     async def _resume(self, run: Run) -> str:
         client = run.cluster.client
-        plan_connectors = {c["name"]: c for c in run.plan.get("connectors", [])}
         said = []
-        for connector in run.status["connectors"]:
-            target = plan_connectors.get(connector, {}).get("resumeTo", "running")
+        for connector in run.connectors:
+            target = run.plan.resume_to(connector)
             if target == "running":
                 await client.resume(connector)
             elif target == "paused":
@@ -660,10 +670,9 @@ class OffsetResetExecutor:
     async def _verify(self, run: Run) -> str:
         """The connectors reached the state they were returned to (running with tasks, etc.)."""
         client = run.cluster.client
-        plan_connectors = {c["name"]: c for c in run.plan.get("connectors", [])}
         deadline = time.monotonic() + 60
-        for connector in run.status["connectors"]:
-            want = plan_connectors.get(connector, {}).get("resumeTo", "running").upper()
+        for connector in run.connectors:
+            want = run.plan.resume_to(connector).upper()
             backoff = Backoff()
             while True:
                 state = await client.get_status(connector)

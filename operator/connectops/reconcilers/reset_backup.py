@@ -22,6 +22,7 @@ from connectops.adapters.kafka_offsets import OffsetRecord, parse_offset_key
 from connectops.adapters.kube import KubeClient, KubeError
 from connectops.models import GROUP
 from connectops.models.base import utcnow_iso
+from connectops.models.offset_reset import BackupStatus
 from connectops.planning.offset_reset import PlanError
 from connectops.reconcilers.reset_changes import OffsetChanges
 from connectops.reconcilers.reset_run import Run, StepFailed, backup_name
@@ -69,14 +70,14 @@ class BackupStore:
         client = run.cluster.client
         connectors: dict[str, Any] = {}
         total = 0
-        for connector in run.status["connectors"]:
-            cfg = run.plan["configs"][connector]
-            entry: dict[str, Any] = {"kind": cfg["kind"], "offsets": await client.get_offsets(connector)}
+        for connector in run.connectors:
+            kind = run.kind(connector)
+            entry: dict[str, Any] = {"kind": kind, "offsets": await client.get_offsets(connector)}
             total += len(entry["offsets"])
-            if run.plan["strategy"] == "tombstone" and run.kafka is not None:
-                if cfg["kind"] == "sink":
-                    entry["group"] = cfg["group"]
-                    offsets = await asyncio.to_thread(run.kafka.group_offsets, cfg["group"])
+            if run.plan.strategy == "tombstone" and run.kafka is not None:
+                if kind == "sink":
+                    entry["group"] = run.group(connector)
+                    offsets = await asyncio.to_thread(run.kafka.group_offsets, run.group(connector))
                     entry["groupOffsets"] = [[t, p, o] for (t, p), o in sorted(offsets.items())]
                 else:
                     records = await self._changes.read_records(run, connector)
@@ -107,7 +108,7 @@ class BackupStore:
             annotations={
                 f"{GROUP}/offset-reset": run.name,
                 f"{GROUP}/offset-reset-uid": run.uid,
-                f"{GROUP}/connectors": ",".join(run.status["connectors"]),
+                f"{GROUP}/connectors": ",".join(run.connectors),
             },
         )
         if not created:
@@ -118,9 +119,9 @@ class BackupStore:
             annotations = (existing.metadata.annotations if existing.metadata else None) or {}
             if annotations.get(f"{GROUP}/offset-reset-uid") != run.uid:
                 raise StepFailed(f"ConfigMap {name} exists and is not this reset's backup; nothing was changed")
-            run.status["backup"] = run.status.get("backup") or {"configMap": name, "offsets": total}
+            run.status.backup = run.status.backup or BackupStatus(config_map=name, offsets=total)
             return f"kept the backup already taken by this reset in ConfigMap {name}"
-        run.status["backup"] = {"configMap": name, "offsets": total, "takenAt": utcnow_iso()}
+        run.status.backup = BackupStatus(config_map=name, offsets=total, taken_at=utcnow_iso())
         return f"saved {total} partition offset(s) to ConfigMap {name}"
 
     async def read(self, namespace: str, name: str) -> dict[str, Any]:
@@ -154,11 +155,11 @@ class BackupStore:
         saved_all = doc.get("connectors")
         if not isinstance(saved_all, dict):
             raise PlanError(f"ConfigMap {source} is not a connectops offsets backup (no connectors)")
-        for connector in run.status["connectors"]:
+        for connector in run.connectors:
             saved = saved_all.get(connector)
             if not isinstance(saved, dict) or not isinstance(saved.get("offsets"), list):
                 raise PlanError(f"backup {source} holds no offsets for {connector}")
-            if run.plan["strategy"] != "tombstone" or run.kind(connector) == "sink":
+            if run.plan.strategy != "tombstone" or run.kind(connector) == "sink":
                 continue
             topics = set(self._changes.offsets_topics(run, connector))
             try:

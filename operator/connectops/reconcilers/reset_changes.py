@@ -17,6 +17,7 @@ from typing import Any
 from connectops.adapters.connect_rest import ConnectError, ConnectRebalancing, ConnectRejected
 from connectops.adapters.kafka_offsets import OffsetRecord
 from connectops.adapters.kube import KubeClient
+from connectops.models.offset_reset import OffsetChange, OffsetResetStatus
 from connectops.planning.offset_reset import diff_offsets
 from connectops.reconcilers.common import Backoff, Conditions
 from connectops.reconcilers.reset_run import PLURAL, Run, StepFailed
@@ -37,7 +38,7 @@ def confirmation(message: str) -> bool | None:
 
 def changed(run: Run) -> bool:
     """Whether any offsets call may have taken effect (Done, or Started with no answer)."""
-    return any(c.get("state") in ("Started", "Done") for c in run.status.get("changes", []))
+    return run.status.changed_offsets()
 
 
 class OffsetChanges:
@@ -46,18 +47,22 @@ class OffsetChanges:
     def __init__(self, kube: KubeClient) -> None:
         self._kube = kube
 
-    async def save(self, namespace: str, name: str, status: dict[str, Any]) -> None:
-        await self._kube.patch_status(namespace, PLURAL, name, status)
+    async def save(self, namespace: str, name: str, status: OffsetResetStatus, *fields: str) -> None:
+        """Store ``status`` now (all of it, or only ``fields``): each step's start and end, and
+        each offsets call, must be durable before the machine moves on."""
+        await self._kube.patch_status(namespace, PLURAL, name, status.for_storage(*fields))
+
+    async def store(self, run: Run, *fields: str) -> None:
+        await self.save(run.namespace, run.name, run.status, *fields)
 
     async def change(
         self, run: Run, connector: str, call: str, partitions: int, act: Callable[[], Awaitable[Any]]
     ) -> Any:
         """Make one offsets-changing call, recorded in status before it is sent (so a crash or a lost
         answer still counts as "may have changed") and after it returns, with Connect's answer."""
-        changes: list[dict[str, Any]] = run.status.setdefault("changes", [])
-        entry: dict[str, Any] = {"connector": connector, "call": call, "partitions": partitions, "state": "Started"}
-        changes.append(entry)
-        await self.save(run.namespace, run.name, {"changes": changes})
+        entry = OffsetChange(connector=connector, call=call, partitions=partitions, state="Started")
+        run.status.changes = [*run.status.changes, entry]
+        await self.store(run, "changes")
         try:
             result = await act()
         except ConnectError as exc:
@@ -65,27 +70,27 @@ class OffsetChanges:
             # 5xx or no answer at all may come after some offsets were written (a source's
             # offsets are several records, written without a transaction): it stays Started.
             if isinstance(exc, ConnectRejected | ConnectRebalancing) or (exc.status or 0) in range(400, 500):
-                entry["state"] = "Refused"
-                await self.save(run.namespace, run.name, {"changes": changes})
+                entry.state = "Refused"
+                await self.store(run, "changes")
             raise
-        entry["state"] = "Done"
+        entry.state = "Done"
         if isinstance(result, str) and result:
-            entry["message"] = run.cluster.redactor(result)[:1000]
-            entry["confirmedByConnector"] = confirmation(result)
-            if entry["confirmedByConnector"] is False:
+            entry.message = run.cluster.redactor(result)[:1000]
+            entry.confirmed_by_connector = confirmation(result)
+            if entry.confirmed_by_connector is False:
                 self._external_offsets_condition(run)
-        await self.save(run.namespace, run.name, {"changes": changes, "conditions": run.status.get("conditions")})
+        await self.store(run, "changes", "conditions")
         return result
 
     @staticmethod
     def _external_offsets_condition(run: Run) -> None:
-        unconfirmed = [c for c in run.status.get("changes", []) if c.get("confirmedByConnector") is False]
-        message = "; ".join(f"{c['connector']}: {c.get('message', '')}" for c in unconfirmed)
-        conditions = Conditions(run.status.get("conditions"), run.generation, run.emit)
+        unconfirmed = [c for c in run.status.changes if c.confirmed_by_connector is False]
+        message = "; ".join(f"{c.connector}: {c.message or ''}" for c in unconfirmed)
+        conditions = Conditions(run.status.conditions, run.generation, run.emit)
         conditions.set(
             "OffsetsExternallyManaged", True, "NotConfirmedByConnector", message, event_on_change=True, warning=True
         )
-        run.status["conditions"] = conditions.dump()
+        run.status.conditions = conditions.items
 
     async def confirm(self, run: Run, connector: str, expected: list[dict[str, Any]]) -> None:
         """Read back while still stopped (after a resume the connector commits new offsets at
@@ -114,9 +119,9 @@ class OffsetChanges:
         """The connector's offsets as Kafka holds them; None without Kafka access."""
         if run.kafka is None:
             return None
-        cfg = run.plan["configs"][connector]
-        if cfg["kind"] == "sink":
-            group = await asyncio.to_thread(run.kafka.group_offsets, cfg["group"])
+        cfg = run.plan.config(connector)
+        if cfg.kind == "sink":
+            group = await asyncio.to_thread(run.kafka.group_offsets, run.group(connector))
             return [
                 {"partition": {"kafka_topic": t, "kafka_partition": p}, "offset": {"kafka_offset": o}}
                 for (t, p), o in sorted(group.items())
@@ -135,7 +140,7 @@ class OffsetChanges:
     def offsets_topics(run: Run, connector: str) -> list[str]:
         """The worker's offsets topic, then the connector's own one if it has one."""
         topics = [run.cluster.spec.topics.offsets]
-        extra = run.plan["configs"][connector].get("offsetsTopic")
+        extra = run.plan.config(connector).offsets_topic
         if extra and extra not in topics:
             topics.append(extra)
         return topics

@@ -23,7 +23,7 @@ async def reset(
 ) -> None:
     kafka = run.kafka
     assert kafka is not None
-    group = run.plan["configs"][connector]["group"]
+    group = run.group(connector)
     before = await changes.broker_offsets(run, connector) or []
     if action is ResetAction.RESET:
         await changes.change(run, connector, "delete group", 0, bound(asyncio.to_thread, kafka.delete_group, group))
@@ -46,7 +46,7 @@ async def restore(changes: OffsetChanges, run: Run, connector: str, saved: dict[
     """Only the connector's own group is written, whatever group the backup names."""
     kafka = run.kafka
     assert kafka is not None
-    group = run.plan["configs"][connector]["group"]
+    group = run.group(connector)
     wanted = {(str(t), int(p)): int(o) for t, p, o in saved.get("groupOffsets", [])}
     extra = set(await asyncio.to_thread(kafka.group_offsets, group)) - set(wanted)
     if extra:

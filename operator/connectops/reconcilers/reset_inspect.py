@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from connectops.adapters.connect_rest import ConnectNotFound
 from connectops.adapters.kube import KubeClient
 from connectops.models.connector import ConnectorSpec
-from connectops.models.offset_reset import ResetAction, timestamp_ms
+from connectops.models.offset_reset import PlanConfig, PlanScope, ResetAction, ResetPlanStatus, timestamp_ms
 from connectops.planning.offset_reset import (
     ConnectorKind,
     PlanError,
@@ -45,7 +45,7 @@ class Inspector:
         targets = []
         roles = mirror_roles(run.spec)
         managed = await self._managed_specs(run)
-        for connector in run.status["connectors"]:
+        for connector in run.connectors:
             info = await client.get_connector(connector)
             if info is None:
                 raise PlanError(f"connector {connector} does not exist in Kafka Connect")
@@ -64,37 +64,39 @@ class Inspector:
             )
         flows = await reset_mm2.other_flows(run, {name: owner[0] for name, owner in managed.items()})
         plan = plan_reset(run.spec, targets, caps, has_kafka_access=run.kafka is not None, other_flows=flows)
-        summary = plan.summary()
-        summary["workerVersion"] = version
-        summary["configs"] = {
-            t.name: {
-                "kind": str(t.kind),
-                "group": sink_group(t.name, t.config) if t.kind is ConnectorKind.SINK else None,
-                "offsetsTopic": t.config.get("offsets.storage.topic"),
-            }
+        published = ResetPlanStatus.model_validate(plan.summary())
+        published.worker_version = version
+        published.configs = {
+            t.name: PlanConfig(
+                kind=str(t.kind),
+                group=sink_group(t.name, t.config) if t.kind is ConnectorKind.SINK else None,
+                offsets_topic=t.config.get("offsets.storage.topic"),
+            )
             for t in targets
         }
-        summary["entries"] = {k: [e.model_dump(mode="json") for e in v] for k, v in plan.entries.items()}
-        if run.spec.action in (ResetAction.TO_EARLIEST, ResetAction.TO_LATEST, ResetAction.TO_TIMESTAMP):
-            summary["entries"] = await self._sink_target_offsets(run, targets)
+        published.entries = {k: [e.model_dump(mode="json") for e in v] for k, v in plan.entries.items()}
+        set_to = run.spec.action in (ResetAction.TO_EARLIEST, ResetAction.TO_LATEST, ResetAction.TO_TIMESTAMP)
+        if set_to:
+            published.entries = await self._sink_target_offsets(run, targets)
         # what the offsets are now, for the plan (and the dry run) to show
         current = {}
         for target in targets:
             current[target.name] = await self._current_offsets(run, target.name)
-        summary["current"] = {k: v[:50] for k, v in current.items()}
-        summary["currentCounts"] = {k: len(v) for k, v in current.items()}
-        if run.spec.action in (ResetAction.TO_EARLIEST, ResetAction.TO_LATEST, ResetAction.TO_TIMESTAMP):
-            summary["scope"] = {
-                t.name: self._scope(run, t, summary["entries"].get(t.name, []), current[t.name]) for t in targets
+        published.current = {k: v[:50] for k, v in current.items()}
+        published.current_counts = {k: len(v) for k, v in current.items()}
+        if set_to:
+            published.scope = {
+                t.name: self._scope(run, t, published.entries_for(t.name), current[t.name]) for t in targets
             }
-        run.status["plan"] = summary
+        run.status.plan = published
         if run.spec.action == ResetAction.RESTORE:
             # before anything is stopped: a backup that is not this connector's own is refused here
             self._backups.check(run, await self._backups.read(run.namespace, run.spec.restore_from or ""))
-        run.status["strategy"] = str(plan.strategy)
-        run.status["connectorKind"] = ",".join(sorted({str(t.kind) for t in targets}))
+        run.status.strategy = str(plan.strategy)
+        run.status.connector_kind = ",".join(sorted({str(t.kind) for t in targets}))
         # recorded once, before anything is stopped: the truth about "before"
-        run.status.setdefault("previousStates", {t.name: t.state for t in targets})
+        if not run.status.previous_states:
+            run.status.previous_states = {t.name: t.state for t in targets}
         return (
             f"{plan.strategy} {run.spec.action} of {', '.join(t.name for t in targets)} "
             f"({', '.join(str(t.kind) for t in targets)}, worker {version})"
@@ -103,21 +105,21 @@ class Inspector:
     @staticmethod
     def _scope(
         run: Run, target: TargetConnector, entries: list[dict[str, Any]], current: list[dict[str, Any]]
-    ) -> dict[str, Any]:
+    ) -> PlanScope:
         """What a set-to action touches and what it leaves alone, for the plan (and the dry run)."""
         topics = sorted({str(e["partition"]["kafka_topic"]) for e in entries})
         kept = untouched(entries, current)
-        return {
-            "topics": topics,
-            "allTopics": not run.spec.topics,
-            "partitions": len(entries),
-            "untouchedPartitions": len(kept),
-            "untouchedTopics": sorted({str(e["partition"].get("kafka_topic")) for e in kept}),
-            "description": (
+        return PlanScope(
+            topics=topics,
+            all_topics=not run.spec.topics,
+            partitions=len(entries),
+            untouched_partitions=len(kept),
+            untouched_topics=sorted({str(e["partition"].get("kafka_topic")) for e in kept}),
+            description=(
                 f"{'every topic the connector reads' if not run.spec.topics else 'only the topics named'}: "
                 f"{', '.join(topics) or 'none'}; {len(kept)} other committed partition offset(s) stay as they are"
             ),
-        }
+        )
 
     async def _managed_specs(self, run: Run) -> dict[str, tuple[str, ConnectorSpec]]:
         """Connector objects of this namespace on the reset's ConnectCluster, by connector name."""

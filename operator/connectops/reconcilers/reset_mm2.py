@@ -31,7 +31,7 @@ async def other_flows(run: Run, managed_by: dict[str, str]) -> list[MirrorFlow]:
     access = mm2.source_cluster if location is OffsetsTopicLocation.SOURCE else mm2.target_cluster
     kafka = access or run.cluster.spec.kafka
     bootstrap = kafka.bootstrap_servers if kafka is not None else ""
-    ours = set(run.status["connectors"])
+    ours = set(run.connectors)
     flows = []
     for name in await run.cluster.client.list_connectors():
         if name in ours:
@@ -51,15 +51,21 @@ async def clean_offset_syncs(run: Run) -> str:
     """Delete or truncate the topic, as the plan resolved it (``auto`` became ``delete`` there)."""
     mm2 = run.spec.mirror_maker2
     assert mm2 is not None
-    topic = run.plan["offsetSyncsTopic"]
-    access = mm2.source_cluster if run.plan["offsetSyncsCluster"] == "source" else mm2.target_cluster
+    plan = run.plan
+    topic = plan.offset_syncs_topic
+    if not topic:
+        raise StepFailed("the plan names no offset-syncs topic to clean up")
+    access = mm2.source_cluster if plan.offset_syncs_cluster == "source" else mm2.target_cluster
     if access is not None:
         kafka = KafkaOffsets(access.bootstrap_servers, access.config)
     elif run.kafka is not None:
         kafka = run.kafka
     else:
-        raise StepFailed(f"no Kafka access for the {run.plan['offsetSyncsCluster']} cluster holding {topic}")
-    if OffsetSyncsCleanup(run.plan["offsetSyncsCleanup"]) is OffsetSyncsCleanup.DELETE:
+        raise StepFailed(f"no Kafka access for the {plan.offset_syncs_cluster} cluster holding {topic}")
+    cleanup = OffsetSyncsCleanup(plan.offset_syncs_cleanup or OffsetSyncsCleanup.NONE)
+    if cleanup not in (OffsetSyncsCleanup.DELETE, OffsetSyncsCleanup.TRUNCATE):
+        raise StepFailed(f"the plan resolved no cleanup of {topic} ({cleanup}); nothing was changed")
+    if cleanup is OffsetSyncsCleanup.DELETE:
         await asyncio.to_thread(kafka.delete_topic, topic)
         return f"deleted offset-syncs topic {topic}"
     await asyncio.to_thread(kafka.truncate_topic, topic)

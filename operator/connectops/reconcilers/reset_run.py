@@ -12,7 +12,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 from connectops.adapters.kafka_offsets import KafkaOffsets
 from connectops.models import GROUP
 from connectops.models.base import utcnow_iso
-from connectops.models.offset_reset import OffsetResetSpec, ResetAction
+from connectops.models.offset_reset import (
+    OffsetResetSpec,
+    OffsetResetStatus,
+    ResetAction,
+    ResetPlanStatus,
+    StepStatus,
+)
 from connectops.planning.offset_reset import Step
 from connectops.reconcilers.clusters import ClusterHandle
 from connectops.reconcilers.common import EmitEvent
@@ -36,12 +42,12 @@ def backup_name(namespace: str, name: str, uid: str) -> str:
     return f"connectops-backup-{name[:200]}-{digest}"
 
 
-def offsets_outcome(reset_step: dict[str, Any], action: str, backup: str | None) -> str:
+def offsets_outcome(reset_step: StepStatus, action: str, backup: str | None) -> str:
     """What a failed reset did to the offsets, as far as the operator can know, from its reset step."""
     kept = f" (the old offsets are in ConfigMap {backup})" if backup else ""
-    if reset_step.get("state") == "Done":
+    if reset_step.state == "Done":
         return f"The offsets WERE changed by the {action}{kept}"
-    if int(reset_step.get("attempts", 0)) > 0:
+    if reset_step.attempts > 0:
         # a change may have reached Connect with its answer lost on the way back
         return f"The offsets may have been changed: the reset step ran and did not confirm{kept}"
     return "Offsets were not changed"
@@ -61,40 +67,50 @@ class StepFailed(Exception):
 
 @dataclass
 class Run:
-    """One execution's working state; ``status`` mirrors what is (or is about to be) stored."""
+    """One execution's working state; ``status`` is the object's status as loaded, changed here
+    and stored through :meth:`OffsetResetStatus.for_storage`."""
 
     namespace: str
     name: str
     uid: str
     generation: int | None
-    status: dict[str, Any]
+    status: OffsetResetStatus
     spec: OffsetResetSpec
     cluster: ClusterHandle
     emit: EmitEvent
     kafka: KafkaOffsets | None = None
     managed_states: dict[str, str] = field(default_factory=dict)
 
-    def step(self, step: Step) -> dict[str, Any]:
-        for entry in self.status["steps"]:
-            if entry["name"] == step:
-                return dict(entry)
-        raise KeyError(step)
+    def step(self, step: Step) -> StepStatus:
+        return self.status.step(str(step))
 
     def set_step(self, step: Step, **values: Any) -> None:
-        self.status["steps"] = [{**e, **values} if e["name"] == step else e for e in self.status["steps"]]
+        self.status.set_step(str(step), **values)
 
     def history(self, message: str) -> None:
-        entries = [*self.status.get("history", []), {"time": utcnow_iso(), "message": message}]
-        self.status["history"] = entries[-HISTORY_LIMIT:]
+        self.status.record(message, now=utcnow_iso(), limit=HISTORY_LIMIT)
 
     @property
-    def plan(self) -> dict[str, Any]:
-        plan: dict[str, Any] = self.status.get("plan") or {}
-        return plan
+    def plan(self) -> ResetPlanStatus:
+        """The plan published by the inspect step; every step after it acts on this."""
+        if self.status.plan is None:
+            raise StepFailed("the reset has no plan yet: the inspect step has not run")
+        return self.status.plan
+
+    @property
+    def connectors(self) -> list[str]:
+        return list(self.status.connectors)
 
     def kind(self, connector: str) -> str:
         """source, sink or a mirror kind, as inspected."""
-        return str(self.plan["configs"][connector]["kind"])
+        return self.plan.config(connector).kind
+
+    def group(self, connector: str) -> str:
+        """A sink's consumer group, as inspected."""
+        group = self.plan.config(connector).group
+        if not group:
+            raise StepFailed(f"{connector}: the plan names no consumer group for this sink")
+        return group
 
 
 def bound(fn: Callable[..., Awaitable[Any]], *args: Any) -> Callable[[], Awaitable[Any]]:

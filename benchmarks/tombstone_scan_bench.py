@@ -40,7 +40,7 @@ Reading small runs: both readers have a fixed cost that dwarfs the reading itsel
 The first run of this benchmark found the scan at 0.17x kcat: librdkafka's
 ``fetch.queue.backoff.ms`` (1 s) idled it whenever its local queue passed
 ``queued.min.messages``, and a 1 s ``consume()`` timeout at the end of every read. Both are
-fixed in ``kafka_offsets.py`` (10 ms, 0.1 s).
+fixed in ``connectops.adapters.kafka`` (``client.py``: 10 ms; ``reader.py``: 0.1 s).
 
     .venv/bin/python benchmarks/tombstone_scan_bench.py                 # 1,000,000 records, 3 rounds
     .venv/bin/python benchmarks/tombstone_scan_bench.py --smoke         # 20,000 records (CI)
@@ -84,7 +84,7 @@ from confluent_kafka.admin import AdminClient  # noqa: E402
 from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]  # noqa: E402
 # isort: on
 
-from connectops.adapters.kafka_offsets import (  # noqa: E402
+from connectops.adapters.kafka import (  # noqa: E402
     KafkaOffsets,
     KafkaOffsetsError,
     OffsetScan,

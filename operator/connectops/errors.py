@@ -1,7 +1,7 @@
 """The one place where failures become kopf's retry decisions.
 
 Every deliberate failure derives from :class:`connectops.failures.ConnectopsError` (adapters:
-:mod:`~connectops.adapters.connect_rest`, :mod:`~connectops.adapters.kafka_offsets`,
+:mod:`~connectops.adapters.connect_rest`, :mod:`~connectops.adapters.kafka`,
 :mod:`~connectops.adapters.kube`; the reconcilers' own below); reconcilers record them in
 conditions and re-raise; handlers pass them through :func:`as_kopf_error`, which honours their
 ``retryable`` flag: a transient world (a Connect outage, a 409 during a rebalance, a Secret not

@@ -21,7 +21,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from connectops.adapters.kafka_offsets import (
+from connectops.adapters.kafka import (
     GroupActive,
     KafkaClientConfigInvalid,
     KafkaOffsets,

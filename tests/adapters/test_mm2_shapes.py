@@ -18,7 +18,7 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from connectops.adapters.kafka_offsets import KafkaOffsets, java_partition
+from connectops.adapters.kafka import KafkaOffsets, java_partition
 from tests.env.plugins import MM2_CHECKPOINT, MM2_HEARTBEAT, MM2_SOURCE, mm2_shapes_jar
 from tests.env.servers import ConnectFactory, ConnectWorker, Tansu
 

@@ -233,7 +233,7 @@ def assert_tombstoned_after(records: list[Any], before: list[Any]) -> None:
 def test_tombstone_reset_lands_in_the_keys_partitions(
     k8s: K8s, cluster: str, tmp_path: Path, connect: ConnectWorker
 ) -> None:
-    from connectops.adapters.kafka_offsets import KafkaOffsets, java_partition
+    from connectops.adapters.kafka import KafkaOffsets, java_partition
 
     assert connect.offset_partitions == 25
     name, topic = make_source(k8s, tmp_path, cluster, connect)

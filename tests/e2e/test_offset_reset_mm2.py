@@ -19,7 +19,7 @@ import httpx
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from connectops.adapters.kafka_offsets import KafkaOffsets
+from connectops.adapters.kafka import KafkaOffsets
 from tests.e2e.conftest import ConnectREST, K8s, connect_cluster_spec, topic_record_count, wait_for
 from tests.e2e.test_offset_reset_e2e import backup_doc, reset
 from tests.env.plugins import MM2_CHECKPOINT, MM2_HEARTBEAT, MM2_SOURCE, mm2_shapes_jar

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from connectops.adapters.kafka_offsets import KafkaOffsets
+from connectops.adapters.kafka import KafkaOffsets
 from tests.e2e.conftest import ConnectREST, K8s, connect_cluster_spec, topic_record_count, wait_for
 from tests.e2e.test_offset_reset_e2e import LINES, make_source, offsets, reset
 from tests.e2e.test_offset_truth_sink import Log, Output

@@ -118,7 +118,7 @@ def test_another_namespace_cannot_reset_a_managed_connector(
     """A reset by name from a second namespace, through its own ConnectCluster for the same
     worker, is refused before anything is locked or stopped; Connect's and the broker's offsets
     of the connector are what they were, and it keeps running."""
-    from connectops.adapters.kafka_offsets import KafkaOffsets
+    from connectops.adapters.kafka import KafkaOffsets
     from tests.e2e.test_offset_reset_e2e import make_source, offsets
 
     k8s.create("connectclusters", "main", connect_cluster_spec(connect), "ConnectCluster")

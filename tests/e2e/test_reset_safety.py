@@ -9,7 +9,7 @@ from typing import Any
 
 import kubernetes
 
-from connectops.adapters.kafka_offsets import KafkaOffsets
+from connectops.adapters.kafka import KafkaOffsets
 from tests.e2e.conftest import ConnectREST, K8s, connect_cluster_spec, topic_record_count
 from tests.e2e.test_offset_reset_e2e import LINES, backup_doc, make_source, reset
 from tests.env.servers import ConnectWorker

@@ -16,7 +16,7 @@ from connectops.adapters.connect_rest import (
     ConnectUnavailable,
     NotKafkaConnect,
 )
-from connectops.adapters.kafka_offsets import GroupActive, KafkaAccessDenied
+from connectops.adapters.kafka import GroupActive, KafkaAccessDenied
 from connectops.adapters.kube import KubeObjectMissing
 from connectops.errors import NotReadyYet, SpecInvalid, as_kopf_error
 from connectops.failures import ConnectopsError

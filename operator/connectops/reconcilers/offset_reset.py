@@ -28,7 +28,7 @@ from pydantic import ValidationError
 
 from connectops import failpoints, metrics
 from connectops.adapters.connect_rest import ConnectError, ConnectRejected
-from connectops.adapters.kafka_offsets import KafkaClientConfigInvalid, KafkaOffsets, KafkaOffsetsError
+from connectops.adapters.kafka import KafkaClientConfigInvalid, KafkaOffsets, KafkaOffsetsError
 from connectops.adapters.kube import KubeClient, KubeError, KubeObjectMissing, LockHeld
 from connectops.errors import NotReadyYet, SpecInvalid
 from connectops.models import GROUP

@@ -18,7 +18,7 @@ import json
 import zlib
 from typing import Any
 
-from connectops.adapters.kafka_offsets import OffsetRecord, parse_offset_key
+from connectops.adapters.kafka import OffsetRecord, parse_offset_key
 from connectops.adapters.kube import KubeClient, KubeError
 from connectops.models import GROUP
 from connectops.models.base import utcnow_iso

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from connectops.adapters.connect_rest import ConnectError, ConnectRebalancing, ConnectRejected
-from connectops.adapters.kafka_offsets import OffsetRecord
+from connectops.adapters.kafka import OffsetRecord
 from connectops.adapters.kube import KubeClient
 from connectops.models.offset_reset import OffsetChange, OffsetResetStatus
 from connectops.planning.offset_reset import diff_offsets

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 
-from connectops.adapters.kafka_offsets import KafkaOffsets
+from connectops.adapters.kafka import KafkaOffsets
 from connectops.models.offset_reset import OffsetsTopicLocation, OffsetSyncsCleanup
 from connectops.planning.offset_reset import MirrorFlow, offset_syncs_topic, shares_syncs_topic
 from connectops.reconcilers.reset_run import Run, StepFailed

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from connectops.adapters.kafka_offsets import KafkaOffsets
+from connectops.adapters.kafka import KafkaOffsets
 from connectops.models import GROUP
 from connectops.models.base import utcnow_iso
 from connectops.models.offset_reset import (

@@ -15,7 +15,7 @@ import asyncio
 import json
 from typing import Any
 
-from connectops.adapters.kafka_offsets import OffsetRecord
+from connectops.adapters.kafka import OffsetRecord
 from connectops.models.offset_reset import ResetAction
 from connectops.planning.offset_reset import expected_after
 from connectops.reconcilers.reset_backup import key_connector, record_from_json

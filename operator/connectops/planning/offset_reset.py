@@ -5,6 +5,11 @@ The step order is fixed and the heart of the product's safety:
 ``lock -> inspect -> backup -> stop -> reset -> offsetSyncs -> resume -> verify -> unlock``.
 A reset never runs while a connector runs (tombstones or REST writes would be overwritten at
 its next offset commit), and nothing is changed before a backup exists.
+
+Why ~480 lines in one module: the plan, the validation of entries per connector kind, MM2's
+offset-syncs rules and the expected-after arithmetic the read-back compares with are one set of
+decisions about the same offsets; the tests in tests/unit/test_planning_offset_reset.py read
+them as one table.
 """
 
 from __future__ import annotations

@@ -3,6 +3,11 @@
 Modelled on Strimzi's connector reconciler (GET, compare, PUT only on a real difference; status
 written only when it changed), with Connect's own validate endpoint as the gate in front of
 every write: an invalid config is reported and nothing is applied.
+
+Why ~600 lines in one module: it is the Connector's whole observe-plan-apply-report cycle
+(validate, act, settle, report, verbs, checks, delete) around one status model; the decisions
+themselves are pure and live in planning/connector.py and planning/verbs.py, so what is left here
+is the order of the calls, which reads best in one place.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ spec that is executed is snapshotted into status at the start: a finished (or ru
 immutable, and later spec edits are reported, not obeyed.
 
 Where things live: this module is the driver, the lock/stop/resume/verify/unlock steps and the
-failure path (kept together, about 600 lines, because the failure path decides between resuming
+failure path (kept together, about 700 lines, because the failure path decides between resuming
 and staying stopped with those same steps); ``reset_inspect`` plans, ``reset_backup`` keeps
 backups, ``reset_rest`` / ``reset_tombstone`` / ``reset_consumer_group`` change offsets (one module
 per strategy), ``reset_changes`` records every change and reads it back, ``reset_mm2`` handles the

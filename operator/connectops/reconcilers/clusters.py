@@ -18,7 +18,7 @@ import tempfile
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import ValidationError
 
@@ -36,6 +36,23 @@ from connectops.validation import describe_validation_error
 
 #: how long a replaced Connect client stays open for the calls already made through it
 RETIRED_CLIENT_GRACE_SECONDS = 600.0
+
+
+class ConnectClientFactory(Protocol):
+    """Builds the client of one worker group; :class:`ConnectClient` itself is the default, tests
+    pass a factory of in-memory doubles (``tests/doubles``) to run the reconcilers without a worker."""
+
+    def __call__(
+        self,
+        base_url: str,
+        *,
+        auth: tuple[str, str] | None,
+        verify: bool | str,
+        timeout: float,
+        max_concurrency: int,
+        max_response_bytes: int,
+        redactor: Redactor,
+    ) -> ConnectClient: ...
 
 
 @dataclass
@@ -88,9 +105,12 @@ class ClusterHandle:
 
 
 class ClusterRegistry:
-    def __init__(self, kube: KubeClient, settings: Settings) -> None:
+    def __init__(
+        self, kube: KubeClient, settings: Settings, *, client_factory: ConnectClientFactory = ConnectClient
+    ) -> None:
         self._kube = kube
         self._settings = settings
+        self._client_factory = client_factory
         self._handles: dict[tuple[str, str], ClusterHandle] = {}
         self._resolved_at: dict[tuple[str, str], float] = {}
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
@@ -172,7 +192,7 @@ class ClusterRegistry:
                 fh.write(ca_pem)
                 verify = fh.name
         redactor = Redactor(secrets)
-        client = ConnectClient(
+        client = self._client_factory(
             spec.rest_url,
             auth=auth,
             verify=verify,

@@ -1,0 +1,523 @@
+"""``FakeConnect``: an in-memory Kafka Connect worker group behind the interface the reconcilers
+call (:class:`connectops.adapters.connect_rest.ConnectApi`, which ``ConnectClient`` implements over
+REST). It answers what the real worker answers, as the client turns it into Python: the same
+return values and the same typed errors (``ConnectNotFound`` for a 404, ``ConnectConflict`` for
+"already exists", ``ConnectRejected`` for a 400 …). ``tests/adapters/test_connect_contract.py``
+runs one set of scenarios against this double and against a real Kafka Connect 4.3 worker.
+
+Modelled (each checked against the real worker by the contract test):
+
+- ``POST /connectors`` validates first (400 on errors, nothing created), answers 409 when the name
+  exists, honours ``initial_state`` (KIP-980, 3.7+); ``PUT .../config`` creates or replaces, and
+  refuses a ``name`` that differs from the URL's;
+- target states: pause/resume/stop from any state; a STOPPED connector has no tasks, a PAUSED one
+  pauses its tasks; FileStreamSource makes one task whatever ``tasks.max`` says;
+- validation: the worker's own keys (``name``, ``connector.class``, ``tasks.max``, the override
+  policy) plus each plugin's required keys; unknown keys are not errors; an unknown class is
+  refused as a request error; classes resolve by full name, simple name or alias;
+- restarts (KIP-745): connector only, with tasks, only the failed ones; a task whose start fails
+  for its config (FileStreamSink to a directory) fails again after every restart until the config
+  changes;
+- offsets (KIP-875): readable in any state; altered or reset only when STOPPED (400 otherwise).
+
+Faults a test injects: the worker unreachable or starting (KIP-1017), one-shot errors on a named
+call (a rebalance the client's retries did not outlast), a failed task or connector. Every call
+is recorded in :attr:`FakeConnect.calls`; :meth:`FakeConnect.writes` lists the ones that change
+something.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from connectops.adapters.connect_rest import (
+    ConnectApi,
+    ConnectConflict,
+    ConnectError,
+    ConnectNotFound,
+    ConnectorState,
+    ConnectRejected,
+    ConnectUnavailable,
+    ServerInfo,
+    TaskState,
+    ValidationResult,
+    WorkerHealth,
+)
+from connectops.planning.connector import capabilities_for
+
+JSONDict = dict[str, Any]
+
+FILE_SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
+FILE_SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"
+
+#: the calls that change the worker's state (everything else only reads)
+WRITE_METHODS = frozenset(
+    {
+        "create",
+        "put_config",
+        "pause",
+        "resume",
+        "stop",
+        "restart",
+        "restart_task",
+        "delete",
+        "patch_offsets",
+        "delete_offsets",
+    }
+)
+
+#: the sentences the real worker answers (Kafka 4.3: ConnectorsResource, AbstractHerder)
+MSG_ALTERED = "The offsets for this connector have been altered successfully"
+MSG_RESET = "The offsets for this connector have been reset successfully"
+MSG_NOT_STOPPED = (
+    "Connectors must be in the STOPPED state before their offsets can be modified. This can be done "
+    "for the specified connector by issuing a 'PUT' request to the '/connectors/{name}/stop' endpoint"
+)
+MSG_HEALTHY = "Worker has completed startup and is ready to handle requests."
+MSG_STARTING = "Worker is still starting up."
+
+
+def _missing(key: str) -> str:
+    return f'Missing required configuration "{key}" which has no default value.'
+
+
+@dataclass(frozen=True)
+class FakePlugin:
+    """One connector class: what it validates and how many tasks it makes."""
+
+    class_name: str
+    type: str
+    version: str = "4.3.0"
+    #: keys with no default (ConfigDef's "Missing required configuration")
+    required: tuple[str, ...] = ()
+    #: the connector's own rule over its config: key -> errors (besides ``required``)
+    check: Callable[[dict[str, str]], dict[str, list[str]]] = lambda config: {}
+    #: tasks generated for ``tasks.max``
+    task_count: Callable[[int], int] = lambda tasks_max: tasks_max
+    #: why a task fails when it starts with this config (sticky: every restart fails again)
+    start_failure: Callable[[dict[str, str]], str | None] = lambda config: None
+
+    def aliases(self) -> set[str]:
+        simple = self.class_name.rsplit(".", 1)[-1]
+        return {self.class_name, simple, simple.removesuffix("Connector")}
+
+
+def _sink_topics(config: dict[str, str]) -> dict[str, list[str]]:
+    # SinkConnectorConfig.validate: exactly one of topics / topics.regex
+    topics, regex = config.get("topics", "").strip(), config.get("topics.regex", "").strip()
+    if not topics and not regex:
+        message = "Must configure one of topics or topics.regex"
+        return {"topics": [message], "topics.regex": [message]}
+    if topics and regex:
+        message = "topics and topics.regex are mutually exclusive options, but both are set."
+        return {"topics": [message], "topics.regex": [message]}
+    return {}
+
+
+def _file_sink_start(config: dict[str, str]) -> str | None:
+    path = config.get("file")
+    if path and os.path.isdir(path):
+        return (
+            "org.apache.kafka.connect.errors.ConnectException: "
+            f"Couldn't find or create file '{path}' for FileStreamSinkTask"
+        )
+    return None
+
+
+FILE_SOURCE_PLUGIN = FakePlugin(FILE_SOURCE, "source", required=("topic",), task_count=lambda tasks_max: 1)
+FILE_SINK_PLUGIN = FakePlugin(FILE_SINK, "sink", check=_sink_topics, start_failure=_file_sink_start)
+DEFAULT_PLUGINS = (FILE_SINK_PLUGIN, FILE_SOURCE_PLUGIN)
+
+_OVERRIDE_PREFIXES = ("producer.override.", "consumer.override.", "admin.override.")
+
+
+@dataclass
+class _Failure:
+    trace: str
+    #: survives restarts (cleared only by a config write)
+    sticky: bool
+
+
+@dataclass
+class FakeConnector:
+    """One connector as the worker holds it."""
+
+    name: str
+    config: dict[str, str]
+    plugin: FakePlugin
+    #: Connect's target state: STARTED, PAUSED or STOPPED
+    target: str = "STARTED"
+    #: task configs the connector generated the last time it ran (none before its first start,
+    #: none after a stop: KIP-875 writes an empty set); a paused connector keeps the ones it had
+    task_configs: int = 0
+    connector_failure: _Failure | None = None
+    task_failures: dict[int, _Failure] = field(default_factory=dict)
+    #: source partition (as canonical JSON) -> {"partition": ..., "offset": ...}
+    offsets: dict[str, JSONDict] = field(default_factory=dict)
+    #: (connector restarts, task id -> restarts), for assertions
+    connector_restarts: int = 0
+    task_restarts: dict[int, int] = field(default_factory=dict)
+
+    def task_ids(self) -> list[int]:
+        return [] if self.target == "STOPPED" else list(range(self.task_configs))
+
+    def start_tasks(self) -> None:
+        """A running connector generates its task configs from its config and (re)starts every
+        task: a config that makes a task fail fails it again. Paused or stopped: nothing runs."""
+        if self.target != "STARTED":
+            return
+        self.task_configs = self.plugin.task_count(int(self.config.get("tasks.max", "1")))
+        for task in self.task_ids():
+            self.start_task(task)
+
+    def start_task(self, task: int) -> None:
+        failure = self.task_failures.get(task)
+        if failure is not None and not failure.sticky:
+            del self.task_failures[task]
+        why = self.plugin.start_failure(self.config)
+        if why is not None:
+            self.task_failures[task] = _Failure(why, sticky=True)
+
+    def state(self, worker_id: str) -> ConnectorState:
+        if self.connector_failure is not None:
+            state, trace = "FAILED", self.connector_failure.trace
+        else:
+            state, trace = {"STARTED": "RUNNING", "PAUSED": "PAUSED", "STOPPED": "STOPPED"}[self.target], None
+        tasks = []
+        for task in self.task_ids():
+            failure = self.task_failures.get(task)
+            if failure is not None:
+                tasks.append(TaskState(task, "FAILED", worker_id, failure.trace.splitlines()[0][:500]))
+            else:
+                tasks.append(TaskState(task, "PAUSED" if self.target == "PAUSED" else "RUNNING", worker_id, None))
+        return ConnectorState(self.name, self.plugin.type, state, worker_id, trace, tuple(tasks))
+
+
+@dataclass(frozen=True)
+class Call:
+    method: str
+    args: tuple[Any, ...] = ()
+
+
+class FakeConnect:
+    """An in-memory worker group; see the module docstring for what it models."""
+
+    def __init__(
+        self,
+        *,
+        version: str = "4.3.0",
+        kafka_cluster_id: str = "fake-kafka-cluster",
+        plugins: tuple[FakePlugin, ...] = DEFAULT_PLUGINS,
+        override_policy: str = "All",
+        worker_id: str = "127.0.0.1:8083",
+    ) -> None:
+        self.version = version
+        self.kafka_cluster_id = kafka_cluster_id
+        self.plugins = list(plugins)
+        self.override_policy = override_policy
+        self.worker_id = worker_id
+        self.connectors: dict[str, FakeConnector] = {}
+        self.calls: list[Call] = []
+        #: "up", "down" (nothing answers) or "starting" (KIP-1017: 503 until ready)
+        self.mode = "up"
+        self._faults: dict[str, list[ConnectError]] = {}
+        self.closed = False
+
+    # -- test controls --------------------------------------------------------------------------
+
+    def writes(self) -> list[Call]:
+        """The calls that change something, in order."""
+        return [c for c in self.calls if c.method in WRITE_METHODS]
+
+    def fail_next(self, method: str, error: ConnectError, times: int = 1) -> None:
+        """The next ``times`` calls of ``method`` raise ``error`` (and change nothing)."""
+        self._faults.setdefault(method, []).extend([error] * times)
+
+    def fail_task(
+        self, name: str, task: int, trace: str = "java.lang.RuntimeException: boom", *, sticky: bool = False
+    ) -> None:
+        """Task ``task`` FAILED; a restart cures it unless ``sticky``."""
+        self.connectors[name].task_failures[task] = _Failure(trace, sticky)
+
+    def fail_connector(
+        self, name: str, trace: str = "java.lang.RuntimeException: boom", *, sticky: bool = False
+    ) -> None:
+        self.connectors[name].connector_failure = _Failure(trace, sticky)
+
+    def seed(self, name: str, config: dict[str, str], *, target: str = "STARTED") -> FakeConnector:
+        """A connector that exists before the test starts (made by someone else), without a call."""
+        connector = FakeConnector(name, {**config, "name": name}, self._plugin(config["connector.class"]), target)
+        self.connectors[name] = connector
+        connector.start_tasks()
+        return connector
+
+    # -- plumbing -------------------------------------------------------------------------------
+
+    def _enter(self, method: str, *args: Any) -> None:
+        self.calls.append(Call(method, args))
+        if self.mode == "down":
+            raise ConnectUnavailable(
+                f"{method}: cannot reach Connect (ConnectError: All connection attempts failed)", operation=method
+            )
+        if self.mode == "starting":
+            raise ConnectUnavailable(f"{method}: HTTP 503: {MSG_STARTING}", status=503, operation=method)
+        queued = self._faults.get(method)
+        if queued:
+            raise queued.pop(0)
+
+    def _get(self, name: str, operation: str) -> FakeConnector:
+        connector = self.connectors.get(name)
+        if connector is None:
+            raise ConnectNotFound(f"{operation}: HTTP 404: Connector {name} not found", status=404, operation=operation)
+        return connector
+
+    def _plugin(self, connector_class: str) -> FakePlugin:
+        for plugin in self.plugins:
+            if connector_class in plugin.aliases():
+                return plugin
+        raise ConnectRejected(
+            f"validate config: HTTP 500: org.apache.kafka.connect.errors.BadRequestException: Failed to find any "
+            f"class that implements Connector and which name matches {connector_class}",
+            status=500,
+            operation="validate config",
+        )
+
+    def _caps(self) -> Any:
+        return capabilities_for(self.version)
+
+    def _errors(self, config: dict[str, str]) -> dict[str, list[str]]:
+        """What the worker's validation says about ``config`` (keys with errors only)."""
+        errors: dict[str, list[str]] = {}
+        plugin = self._plugin(config.get("connector.class", ""))
+
+        def add(key: str, message: str) -> None:
+            errors.setdefault(key, []).append(message)
+
+        if not config.get("name", "").strip():
+            add("name", _missing("name"))
+        raw = config.get("tasks.max", "1")
+        try:
+            tasks_max = int(raw)
+        except ValueError:
+            add("tasks.max", f"Invalid value {raw} for configuration tasks.max: Not a number of type INT")
+        else:
+            if tasks_max < 1:
+                add("tasks.max", f"Invalid value {tasks_max} for configuration tasks.max: Value must be at least 1")
+        for key in plugin.required:
+            if key not in config:
+                add(key, _missing(key))
+        for key, messages in plugin.check(config).items():
+            for message in messages:
+                add(key, message)
+        if self.override_policy == "None":
+            for key in config:
+                if key.startswith(_OVERRIDE_PREFIXES):
+                    add(
+                        key,
+                        f"The 'None' policy does not allow '{key.split('.', 2)[2]}' to be overridden in the "
+                        "connector configuration.",
+                    )
+        return errors
+
+    def _write(self, name: str, config: dict[str, str], operation: str) -> dict[str, str]:
+        """The config as the worker stores it, or ConnectRejected as a 400 (nothing written)."""
+        if "name" in config and config["name"] != name:
+            raise ConnectRejected(
+                f"{operation}: HTTP 400: Connector name configuration ({config['name']}) doesn't match connector "
+                f"name in the URL ({name})",
+                status=400,
+                operation=operation,
+            )
+        stored = {**config, "name": name}
+        try:
+            errors = self._errors(stored)
+        except ConnectRejected as exc:
+            raise ConnectRejected(
+                str(exc).replace("validate config", operation), status=400, operation=operation
+            ) from None
+        if errors:
+            count = sum(len(m) for m in errors.values())
+            detail = "\n".join(m for ms in errors.values() for m in ms)
+            raise ConnectRejected(
+                f"{operation}: HTTP 400: Connector configuration is invalid and contains the following {count} "
+                f"error(s):\n{detail}\nYou can also find the above list of errors at the endpoint "
+                "`/connector-plugins/{connectorType}/config/validate`",
+                status=400,
+                operation=operation,
+            )
+        return stored
+
+    # -- worker ---------------------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+    async def server_info(self) -> ServerInfo:
+        self._enter("server_info")
+        return ServerInfo(version=self.version, commit="fakecommit", kafka_cluster_id=self.kafka_cluster_id)
+
+    async def health(self) -> WorkerHealth:
+        self.calls.append(Call("health"))
+        if self.mode == "down":
+            raise ConnectUnavailable("get worker health: cannot reach Connect (ConnectError)", operation="health")
+        if self.mode == "starting":
+            return WorkerHealth("starting", MSG_STARTING)
+        return WorkerHealth("healthy", MSG_HEALTHY)
+
+    async def connector_plugins(self) -> list[str]:
+        self._enter("connector_plugins")
+        return sorted(p.class_name for p in self.plugins)
+
+    async def validate(self, connector_class: str, config: dict[str, str]) -> ValidationResult:
+        self._enter("validate", connector_class, dict(config))
+        self._plugin(connector_class)
+        errors = self._errors({**config, "connector.class": config.get("connector.class", connector_class)})
+        return ValidationResult(error_count=sum(len(m) for m in errors.values()), errors=errors)
+
+    # -- connectors -----------------------------------------------------------------------------
+
+    async def list_connectors(self) -> list[str]:
+        self._enter("list_connectors")
+        return sorted(self.connectors)
+
+    async def get_connector(self, name: str) -> JSONDict | None:
+        self._enter("get_connector", name)
+        connector = self.connectors.get(name)
+        if connector is None:
+            return None
+        return {
+            "name": name,
+            "config": dict(connector.config),
+            "tasks": [{"connector": name, "task": t} for t in connector.task_ids()],
+            "type": connector.plugin.type,
+        }
+
+    async def get_config(self, name: str) -> dict[str, str] | None:
+        self._enter("get_config", name)
+        connector = self.connectors.get(name)
+        return None if connector is None else dict(connector.config)
+
+    async def get_status(self, name: str) -> ConnectorState | None:
+        self._enter("get_status", name)
+        connector = self.connectors.get(name)
+        return None if connector is None else connector.state(self.worker_id)
+
+    async def create(self, name: str, config: dict[str, str], initial_state: str | None = None) -> None:
+        self._enter("create", name, dict(config), initial_state)
+        if initial_state and not self._caps().initial_state:
+            raise ConnectRejected(
+                'create connector: HTTP 400: Unrecognized field "initial_state"',
+                status=400,
+                operation="create connector",
+            )
+        stored = self._write(name, config, "create connector")
+        if name in self.connectors:
+            raise ConnectConflict(
+                f"create connector: HTTP 409: Connector {name} already exists", status=409, operation="create connector"
+            )
+        target = {None: "STARTED", "RUNNING": "STARTED", "PAUSED": "PAUSED", "STOPPED": "STOPPED"}[initial_state]
+        connector = FakeConnector(name, stored, self._plugin(stored["connector.class"]), target)
+        self.connectors[name] = connector
+        connector.start_tasks()
+
+    async def put_config(self, name: str, config: dict[str, str]) -> None:
+        self._enter("put_config", name, dict(config))
+        stored = self._write(name, config, "update config")
+        connector = self.connectors.get(name)
+        if connector is None:
+            connector = FakeConnector(name, stored, self._plugin(stored["connector.class"]))
+            self.connectors[name] = connector
+        else:
+            connector.config = stored
+            connector.plugin = self._plugin(stored["connector.class"])
+            # a new config restarts the connector and hands its tasks new configs
+            connector.connector_failure = None
+            connector.task_failures.clear()
+        connector.start_tasks()
+
+    async def pause(self, name: str) -> None:
+        self._enter("pause", name)
+        self._get(name, "pause").target = "PAUSED"
+
+    async def resume(self, name: str) -> None:
+        self._enter("resume", name)
+        connector = self._get(name, "resume")
+        was = connector.target
+        connector.target = "STARTED"
+        if was == "STOPPED" or not connector.task_configs:
+            connector.start_tasks()  # tasks are made anew from the config
+
+    async def stop(self, name: str) -> None:
+        self._enter("stop", name)
+        if not self._caps().stop:
+            raise ConnectNotFound("stop: HTTP 404: HTTP 404 Not Found", status=404, operation="stop")
+        connector = self._get(name, "stop")
+        connector.target = "STOPPED"
+        connector.task_configs = 0
+        connector.task_failures.clear()
+
+    async def restart(self, name: str, *, include_tasks: bool, only_failed: bool) -> None:
+        self._enter("restart", name, include_tasks, only_failed)
+        connector = self._get(name, "restart")
+        if not self._caps().restart_only_failed:
+            include_tasks = only_failed = False  # before 3.0 the parameters are ignored
+        if not only_failed or connector.connector_failure is not None:
+            connector.connector_restarts += 1
+            if connector.connector_failure is not None and not connector.connector_failure.sticky:
+                connector.connector_failure = None
+        if include_tasks:
+            for task in connector.task_ids():
+                if not only_failed or task in connector.task_failures:
+                    connector.task_restarts[task] = connector.task_restarts.get(task, 0) + 1
+                    connector.start_task(task)
+
+    async def restart_task(self, name: str, task_id: int) -> None:
+        self._enter("restart_task", name, task_id)
+        connector = self._get(name, "restart task")
+        if task_id not in connector.task_ids():
+            raise ConnectNotFound(
+                f"restart task: HTTP 404: Task {name}-{task_id} not found", status=404, operation="restart task"
+            )
+        connector.task_restarts[task_id] = connector.task_restarts.get(task_id, 0) + 1
+        connector.start_task(task_id)
+
+    async def delete(self, name: str) -> bool:
+        self._enter("delete", name)
+        return self.connectors.pop(name, None) is not None
+
+    # -- offsets (KIP-875) ----------------------------------------------------------------------
+
+    def _stopped(self, name: str, operation: str) -> FakeConnector:
+        connector = self._get(name, operation)
+        if connector.target != "STOPPED":
+            raise ConnectRejected(f"{operation}: HTTP 400: {MSG_NOT_STOPPED}", status=400, operation=operation)
+        return connector
+
+    async def get_offsets(self, name: str) -> list[JSONDict]:
+        self._enter("get_offsets", name)
+        connector = self._get(name, "get offsets")
+        return [dict(entry) for entry in connector.offsets.values()]
+
+    async def patch_offsets(self, name: str, offsets: list[JSONDict]) -> str:
+        self._enter("patch_offsets", name, [dict(o) for o in offsets])
+        connector = self._stopped(name, "alter offsets")
+        for entry in offsets:
+            key = json.dumps(entry["partition"], sort_keys=True)
+            if entry.get("offset") is None:
+                connector.offsets.pop(key, None)
+            else:
+                connector.offsets[key] = {"partition": dict(entry["partition"]), "offset": dict(entry["offset"])}
+        return MSG_ALTERED
+
+    async def delete_offsets(self, name: str) -> str:
+        self._enter("delete_offsets", name)
+        self._stopped(name, "reset offsets").offsets.clear()
+        return MSG_RESET
+
+
+#: checked by mypy: the double implements the whole interface the reconcilers call
+_FAKE_IMPLEMENTS_API: type[ConnectApi] = FakeConnect

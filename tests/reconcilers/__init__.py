@@ -1,0 +1,1 @@
+"""Reconciler-level tests: each reconciler path against the in-memory doubles (tests/doubles)."""

@@ -1,0 +1,552 @@
+"""Every decision of the Connector reconciler, through its public entry points (``reconcile`` as
+kopf's change handler and resync timer call it, ``delete`` as the deletion handler does), against
+``FakeConnect`` and ``FakeKube``. Each test asserts what the worker ended up holding and which
+writes reached it, and what the reconciler published (status, conditions, Events, the error kopf
+retries on). They add to the end-to-end suite (tests/e2e) and never replace it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from connectops.adapters.connect_rest import (
+    ConnectConflict,
+    ConnectRebalancing,
+    ConnectUnavailable,
+)
+from connectops.errors import NotReadyYet, WorkerStarting
+from connectops.planning.ownership import Claim
+from connectops.planning.verbs import RECONCILE, RESTART, RESTART_TASKS
+from tests.doubles.connect import FILE_SINK, FILE_SOURCE, Call, FakeConnect
+from tests.reconcilers.world import CLUSTER, NAMESPACE, URL, World, make_world
+
+pytestmark = pytest.mark.timeout(30)
+
+NAME = "orders"
+HOLDER = f"connectops.io/offsetreset/{NAMESPACE}/rewind/uid-r"
+
+
+def spec(**extra: Any) -> dict[str, Any]:
+    return {
+        "clusterRef": {"name": CLUSTER},
+        "class": FILE_SOURCE,
+        "config": {"file": "/data/in.txt", "topic": "orders"},
+        **extra,
+    }
+
+
+def desired(**extra: str) -> dict[str, str]:
+    return {
+        "file": "/data/in.txt",
+        "topic": "orders",
+        "connector.class": FILE_SOURCE,
+        "tasks.max": "1",
+        "name": NAME,
+        **extra,
+    }
+
+
+def writes(world: World) -> list[Call]:
+    return world.connect.writes()
+
+
+async def created(world: World, **extra: Any) -> World:
+    """The object applied and reconciled once (the connector exists, Ready); calls forgotten."""
+    world.apply(spec(**extra))
+    outcome = await world.reconcile()
+    assert outcome.error is None
+    world.connect.calls.clear()
+    world.events.clear()
+    return world
+
+
+@pytest.fixture
+def world() -> World:
+    return make_world()
+
+
+# -- create -------------------------------------------------------------------------------------
+
+
+async def test_create_validates_then_creates_running(world: World) -> None:
+    world.apply(spec())
+    outcome = await world.reconcile()
+
+    assert outcome.error is None
+    assert world.connect.connectors[NAME].config == desired()
+    assert [c.method for c in world.connect.calls if c.method in {"validate", "create"}] == ["validate", "create"]
+    assert writes(world) == [Call("create", (NAME, desired(), "RUNNING"))]
+    assert world.reasons() == {
+        "Valid": ("True", "Validated"),
+        "Synced": ("True", "Synced"),
+        "Ready": ("True", "Running"),
+    }
+    assert world.status["connectorState"] == "RUNNING"
+    assert world.status["tasksRunning"] == "1/1"
+    assert world.status["connectorName"] == NAME
+    assert world.status["observedGeneration"] == 1
+    assert ("Normal", "Created") in world.event_reasons()
+
+
+async def test_create_paused_uses_initial_state(world: World) -> None:
+    world.apply(spec(state="paused"))
+    await world.reconcile()
+    assert writes(world) == [Call("create", (NAME, desired(), "PAUSED"))]
+    assert world.status["connectorState"] == "PAUSED"
+    # KIP-980: never ran, so no tasks; Ready does not wait for tasks of a paused connector
+    assert world.status["tasks"] == []
+    assert world.condition("Ready")["reason"] == "Paused"
+
+
+async def test_create_on_a_worker_before_3_7_then_pauses() -> None:
+    world = make_world((URL, FakeConnect(version="3.6.1")))
+    world.apply(spec(state="paused"))
+    await world.reconcile()
+    assert [c.method for c in writes(world)] == ["create", "pause"]
+    assert writes(world)[0] == Call("create", (NAME, desired(), None))
+    assert world.status["connectorState"] == "PAUSED"
+    assert world.condition("Ready")["status"] == "True"
+
+
+async def test_stopped_is_refused_on_a_worker_before_3_5() -> None:
+    world = make_world((URL, FakeConnect(version="3.4.1")))
+    world.apply(spec(state="stopped"))
+    outcome = await world.reconcile()
+    assert outcome.error is None
+    assert writes(world) == []
+    assert world.connect.connectors == {}
+    assert world.condition("Valid")["reason"] == "Unsupported"
+    assert world.condition("Ready")["reason"] == "Unsupported"
+
+
+async def test_created_concurrently_falls_back_to_put(world: World) -> None:
+    world.apply(spec())
+    world.connect.fail_next("create", ConnectConflict("create connector: HTTP 409: Connector orders already exists"))
+    outcome = await world.reconcile()
+    assert outcome.error is None
+    assert [c.method for c in writes(world)] == ["create", "put_config"]
+    assert world.connect.connectors[NAME].config == desired()
+    assert world.condition("Ready")["status"] == "True"
+
+
+async def test_connector_name_from_spec(world: World) -> None:
+    world.apply({**spec(), "connectorName": "orders source v2"})
+    await world.reconcile()
+    assert list(world.connect.connectors) == ["orders source v2"]
+    assert world.status["connectorName"] == "orders source v2"
+
+
+# -- config: only real drift is written ----------------------------------------------------------
+
+
+async def test_equal_config_writes_nothing(world: World) -> None:
+    await created(world)
+    await world.reconcile(periodic=True)
+    await world.reconcile()
+    assert writes(world) == []
+    assert "validate" not in {c.method for c in world.connect.calls}
+    # and the status is not written either: the patches are empty
+    assert world.patches[-2:] == [{}, {}]
+    assert world.events == []
+
+
+async def test_spec_change_puts_the_new_config(world: World) -> None:
+    await created(world)
+    world.apply(spec(tasksMax=3, producerOverrides={"lingerMs": 50}))
+    await world.reconcile()
+    new = desired(**{"tasks.max": "3", "producer.override.linger.ms": "50"})
+    assert writes(world) == [Call("put_config", (NAME, new))]
+    assert world.connect.connectors[NAME].config == new
+    assert world.event_reasons() == [("Normal", "ConfigUpdated")]
+    assert "producer.override.linger.ms, tasks.max" in world.events[0].message
+    assert world.status["observedGeneration"] == 2
+    assert world.condition("Synced")["status"] == "True"
+
+
+async def test_drift_corrected_by_the_resync(world: World) -> None:
+    await created(world)
+    # someone edits the connector behind the operator's back
+    world.connect.connectors[NAME].config = {**desired(), "topic": "elsewhere", "extra": "1"}
+    await world.reconcile(periodic=True)
+    assert writes(world) == [Call("put_config", (NAME, desired()))]
+    assert world.connect.connectors[NAME].config == desired()
+    assert world.event_reasons() == [("Warning", "DriftCorrected")]
+    assert world.events[0].message == "config keys changed: extra, topic"
+
+
+async def test_config_from_secret(world: World) -> None:
+    world.kube.add_secret(NAMESPACE, "db", {"password": "hunter2"})
+    world.apply(spec(configFrom={"db.password": {"secretKeyRef": {"name": "db", "key": "password"}}}))
+    await world.reconcile()
+    assert world.connect.connectors[NAME].config == desired(**{"db.password": "hunter2"})
+    assert "hunter2" not in str(world.status)
+    assert all("hunter2" not in e.message for e in world.events)
+
+
+@pytest.mark.parametrize("secret", [None, {"user": "x"}], ids=["secret-missing", "key-missing"])
+async def test_missing_secret_is_reported_and_nothing_written(world: World, secret: dict[str, str] | None) -> None:
+    if secret is not None:
+        world.kube.add_secret(NAMESPACE, "db", secret)
+    world.apply(spec(configFrom={"db.password": {"secretKeyRef": {"name": "db", "key": "password"}}}))
+    outcome = await world.reconcile()
+    assert outcome.error is not None
+    assert world.connect.calls == []
+    ready = world.condition("Ready")
+    assert (ready["status"], ready["reason"]) == ("False", "ReferenceNotFound")
+    assert ("Warning", "ReferenceNotFound") in world.event_reasons()
+
+
+# -- validation gate ------------------------------------------------------------------------------
+
+
+async def test_invalid_config_is_reported_and_not_applied(world: World) -> None:
+    world.apply({"clusterRef": {"name": CLUSTER}, "class": FILE_SOURCE, "config": {"file": "/data/in.txt"}})
+    outcome = await world.reconcile()
+    assert outcome.error is None
+    assert writes(world) == []
+    assert world.reasons()["Valid"] == ("False", "ConfigInvalid")
+    assert world.reasons()["Synced"] == ("False", "ConfigInvalid")
+    assert world.reasons()["Ready"] == ("False", "ConfigInvalid")
+    assert "topic: Missing required configuration" in world.condition("Valid")["message"]
+    assert world.event_reasons() == [("Warning", "ConfigInvalid")]
+
+
+async def test_invalid_change_leaves_the_live_config(world: World) -> None:
+    await created(world)
+    world.apply({**spec(), "config": {"file": "/data/in.txt"}})
+    await world.reconcile()
+    assert writes(world) == []
+    assert world.connect.connectors[NAME].config == desired()
+    assert world.reasons()["Synced"] == ("False", "ConfigInvalid")
+
+
+async def test_missing_plugin_reported_once_and_nothing_written(world: World) -> None:
+    world.apply({**spec(), "class": "FileStreamSorce"})
+    await world.reconcile()
+    await world.reconcile(periodic=True)
+    assert writes(world) == []
+    assert "validate" not in {c.method for c in world.connect.calls}
+    valid = world.condition("Valid")
+    assert valid["reason"] == "PluginNotFound"
+    # closest installed class first
+    assert "installed, closest first: org.apache.kafka.connect.file.FileStreamSourceConnector" in valid["message"]
+    assert world.reasons()["Ready"] == ("False", "PluginNotFound")
+    assert world.event_reasons() == [("Warning", "PluginNotFound")]
+    # fixed spec: applied
+    world.apply(spec())
+    await world.reconcile()
+    assert [c.method for c in writes(world)] == ["create"]
+
+
+async def test_invalid_spec_touches_nothing(world: World) -> None:
+    world.apply({"clusterRef": {"name": CLUSTER}, "class": FILE_SOURCE, "config": {"name": "x"}})
+    await world.reconcile()
+    assert world.connect.calls == []
+    assert world.kube.calls == []
+    assert world.reasons() == {"Valid": ("False", "InvalidSpec"), "Ready": ("False", "InvalidSpec")}
+
+
+# -- state --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("state", "call", "connect_state", "reason"),
+    [("paused", "pause", "PAUSED", "Paused"), ("stopped", "stop", "STOPPED", "Stopped")],
+)
+async def test_desired_state_change(world: World, state: str, call: str, connect_state: str, reason: str) -> None:
+    await created(world)
+    world.apply(spec(state=state))
+    await world.reconcile()
+    assert writes(world) == [Call(call, (NAME,))]
+    assert world.connect.connectors[NAME].state(world.connect.worker_id).state == connect_state
+    assert world.event_reasons() == [("Normal", "StateChanged")]
+    assert world.condition("Ready")["reason"] == reason
+    world.apply(spec())
+    await world.reconcile()
+    assert writes(world)[-1] == Call("resume", (NAME,))
+    assert world.status["connectorState"] == "RUNNING"
+    assert world.status["tasksRunning"] == "1/1"
+
+
+async def test_state_drift_corrected_by_the_resync(world: World) -> None:
+    await created(world)
+    await world.connect.pause(NAME)  # someone else
+    world.connect.calls.clear()
+    await world.reconcile(periodic=True)
+    assert writes(world) == [Call("resume", (NAME,))]
+    assert world.event_reasons() == [("Warning", "StateDriftCorrected")]
+    assert world.events[0].message == "PAUSED -> RUNNING"
+
+
+# -- failures: auto-restart ------------------------------------------------------------------------
+
+
+async def test_failed_task_is_restarted(world: World) -> None:
+    await created(world)
+    world.connect.fail_task(NAME, 0)
+    await world.reconcile(periodic=True)
+    assert writes(world) == [Call("restart", (NAME, True, True))]
+    assert world.connect.connectors[NAME].task_restarts == {0: 1}
+    assert world.status["autoRestart"]["count"] == 1
+    assert world.status["autoRestart"]["lastRestartTime"]
+    assert world.event_reasons() == [("Warning", "Restarted")]
+    assert world.condition("Ready")["status"] == "True"
+    # healthy on the next pass: the count starts again
+    await world.reconcile(periodic=True)
+    assert world.status["autoRestart"]["count"] == 0
+    assert len(writes(world)) == 1
+
+
+async def test_restart_backs_off_then_gives_up(world: World) -> None:
+    await created(world, autoRestart={"maxRestarts": 2, "backoff": {"initialSeconds": 60}})
+    world.connect.fail_task(NAME, 0, "java.lang.IllegalStateException: disk full", sticky=True)
+    await world.reconcile(periodic=True)
+    assert writes(world) == [Call("restart", (NAME, True, True))]
+    assert world.reasons()["Ready"] == ("False", "TasksFailed")
+    assert world.status["tasks"][0]["state"] == "FAILED"
+    assert world.status["tasks"][0]["trace"] == "java.lang.IllegalStateException: disk full"
+    assert world.status["autoRestart"]["count"] == 1
+    # the next pass comes before the backoff (60 s, then 120 s): no restart
+    await world.reconcile(periodic=True)
+    assert len(writes(world)) == 1
+    # once due (the clock moved past the delay): the second restart
+    world.status["autoRestart"]["lastRestartTime"] = "2000-01-01T00:00:00Z"
+    await world.reconcile(periodic=True)
+    assert len(writes(world)) == 2
+    assert world.status["autoRestart"]["count"] == 2
+    # the limit of two restarts is reached: no more, even when due
+    world.status["autoRestart"]["lastRestartTime"] = "2000-01-01T00:00:00Z"
+    await world.reconcile(periodic=True)
+    assert len(writes(world)) == 2
+    assert world.connect.connectors[NAME].task_restarts == {0: 2}
+    ready = world.condition("Ready")
+    assert ready["reason"] == "RestartLimitReached"
+    assert ready["message"].startswith("gave up after 2 automatic restarts")
+    assert ("Warning", "RestartLimitReached") in world.event_reasons()
+
+
+async def test_no_restart_when_disabled(world: World) -> None:
+    await created(world, autoRestart={"enabled": False})
+    world.connect.fail_task(NAME, 0)
+    await world.reconcile(periodic=True)
+    assert writes(world) == []
+    assert world.reasons()["Ready"] == ("False", "TasksFailed")
+
+
+async def test_no_restart_while_paused(world: World) -> None:
+    await created(world, state="paused")
+    world.connect.connectors[NAME].task_configs = 1  # it had run before it was paused
+    world.connect.fail_task(NAME, 0)
+    await world.reconcile(periodic=True)
+    assert writes(world) == []
+
+
+async def test_failed_connector_and_tasks_on_a_worker_before_3_0() -> None:
+    world = make_world((URL, FakeConnect(version="2.8.2")))
+    await created(world, tasksMax=2)
+    world.connect.connectors[NAME].plugin = world.connect.plugins[0]  # a sink: tasks.max tasks
+    world.connect.connectors[NAME].task_configs = 2
+    world.connect.fail_connector(NAME)
+    world.connect.fail_task(NAME, 1)
+    await world.reconcile(periodic=True)
+    # no onlyFailed before KIP-745: the connector, then each failed task
+    assert writes(world) == [Call("restart", (NAME, False, False)), Call("restart_task", (NAME, 1))]
+    assert world.connect.connectors[NAME].connector_failure is None
+    assert world.condition("Ready")["status"] == "True"
+
+
+# -- ownership and the reset lock ---------------------------------------------------------------
+
+
+def rival(created: str, cluster: str = CLUSTER, namespace: str = NAMESPACE) -> Claim:
+    return Claim(namespace, "orders-old", "uid-old", created, cluster)
+
+
+async def test_an_older_claim_on_the_same_kafka_cluster_owns_it(world: World) -> None:
+    outcome = None
+    world.apply(spec())
+    outcome = await world.reconcile(rivals=[rival("2024-01-01T00:00:00Z")])
+    assert outcome.error is None
+    assert writes(world) == []
+    assert world.reasons() == {"Ready": ("False", "NameConflict"), "Synced": ("False", "NameConflict")}
+    assert "managed by Connector orders-old (older)" in world.condition("Ready")["message"]
+    # a younger claim does not
+    await world.reconcile(rivals=[rival("2025-01-01T00:00:00Z")])
+    assert [c.method for c in writes(world)] == ["create"]
+
+
+async def test_a_claim_on_another_kafka_cluster_does_not_count() -> None:
+    other_url = "http://connect.other:8083"
+    world = make_world((URL, FakeConnect()), (other_url, FakeConnect(kafka_cluster_id="another-kafka")))
+    world.kube.add_connect_cluster(NAMESPACE, "other", {"restUrl": other_url})
+    world.apply(spec())
+    await world.reconcile(rivals=[rival("2024-01-01T00:00:00Z", cluster="other")])
+    assert [c.method for c in writes(world)] == ["create"]
+    assert world.workers[other_url].writes() == []
+
+
+@pytest.mark.parametrize("scope", ["kafka", "legacy"])
+async def test_reset_lock_held_waits(world: World, scope: str) -> None:
+    await created(world)
+    owner = {"apiVersion": "connectops.io/v1alpha1", "kind": "OffsetReset", "name": "rewind", "uid": "uid-r"}
+    # the lock is per Kafka cluster; resets from before lock scopes hold it under the cluster's name
+    lock_scope = f"kafka/{world.connect.kafka_cluster_id}" if scope == "kafka" else CLUSTER
+    await world.kube.acquire_lock(NAMESPACE, lock_scope, NAME, HOLDER, owner)
+    world.apply(spec(state="paused", tasksMax=2))
+    outcome = await world.reconcile()
+    assert outcome.error is None
+    assert writes(world) == []
+    assert world.reasons()["Synced"] == ("False", "OffsetResetInProgress")
+    assert world.reasons()["Ready"] == ("False", "OffsetResetInProgress")
+    # released: the change goes through
+    await world.kube.release_lock(NAMESPACE, lock_scope, NAME, HOLDER)
+    await world.reconcile()
+    assert [c.method for c in writes(world)] == ["put_config", "pause"]
+
+
+# -- the worker ---------------------------------------------------------------------------------
+
+
+async def test_worker_starting_waits_quietly(world: World) -> None:
+    world.connect.mode = "starting"
+    world.apply(spec())
+    outcome = await world.reconcile()
+    assert isinstance(outcome.error, WorkerStarting)
+    assert world.connect.connectors == {}
+    ready = world.condition("Ready")
+    assert (ready["status"], ready["reason"]) == ("False", "WorkerStarting")
+    assert "Worker is still starting up." in ready["message"]
+    assert world.event_reasons() == [("Normal", "WorkerStarting")]
+    world.connect.mode = "up"
+    await world.reconcile()
+    assert world.condition("Ready")["status"] == "True"
+
+
+async def test_worker_unavailable_is_a_warning_and_retried(world: World) -> None:
+    world.connect.mode = "down"
+    world.apply(spec())
+    outcome = await world.reconcile()
+    assert isinstance(outcome.error, ConnectUnavailable)
+    assert outcome.error.retryable
+    assert world.reasons()["Ready"] == ("False", "ConnectUnavailable")
+    assert world.event_reasons() == [("Warning", "ConnectUnavailable")]
+
+
+async def test_rebalance_on_the_write_is_retried(world: World) -> None:
+    await created(world)
+    world.apply(spec(tasksMax=2))
+    world.connect.fail_next("put_config", ConnectRebalancing("update config: HTTP 409: rebalance in progress"))
+    outcome = await world.reconcile()
+    assert isinstance(outcome.error, ConnectRebalancing)
+    assert world.connect.connectors[NAME].config == desired()
+    assert world.reasons()["Ready"] == ("False", "ConnectUnavailable")
+    await world.reconcile()  # kopf's retry
+    assert world.connect.connectors[NAME].config == desired(**{"tasks.max": "2"})
+    assert world.condition("Ready")["status"] == "True"
+
+
+async def test_connect_cluster_missing_or_not_allowed(world: World) -> None:
+    world.apply({**spec(), "clusterRef": {"name": "nope"}})
+    outcome = await world.reconcile()
+    assert outcome.error is not None
+    assert world.reasons()["Ready"] == ("False", "ReferenceNotFound")
+    allowlisted = make_world(allowed_rest_urls=("https://connect.prod:8083",))
+    allowlisted.apply(spec())
+    await allowlisted.reconcile()
+    assert allowlisted.connect.calls == []
+    assert allowlisted.reasons()["Valid"] == ("False", "URLNotAllowed")
+
+
+# -- annotations ----------------------------------------------------------------------------------
+
+
+async def test_reconcile_paused_annotation(world: World) -> None:
+    await created(world)
+    world.connect.connectors[NAME].config = {**desired(), "topic": "elsewhere"}
+    world.annotate({RECONCILE: "paused"})
+    await world.reconcile(periodic=True)
+    assert writes(world) == []
+    assert world.reasons()["ReconcilePaused"] == ("True", "AnnotationSet")
+    world.annotate({})
+    await world.reconcile(periodic=True)
+    assert writes(world) == [Call("put_config", (NAME, desired()))]
+    assert world.reasons()["ReconcilePaused"] == ("False", "AnnotationRemoved")
+
+
+async def test_restart_verbs_act_once_per_token(world: World) -> None:
+    await created(world, tasksMax=3)
+    world.connect.connectors[NAME].plugin = world.connect.plugins[0]  # a sink: tasks.max tasks
+    world.connect.connectors[NAME].task_configs = 3
+    world.annotate({RESTART: "t1", RESTART_TASKS: "0,2:t1"})
+    await world.reconcile()
+    assert writes(world) == [
+        Call("restart", (NAME, True, False)),
+        Call("restart_task", (NAME, 0)),
+        Call("restart_task", (NAME, 2)),
+    ]
+    assert world.status["verbs"] == {"restart": "t1", "restartTasks": "0,2:t1"}
+    await world.reconcile(periodic=True)  # same tokens: nothing again
+    assert len(writes(world)) == 3
+    world.annotate({RESTART: "t1", RESTART_TASKS: "failed:t2"})
+    await world.reconcile()
+    assert writes(world)[3:] == [Call("restart", (NAME, True, True))]
+    world.annotate({RESTART: "not a token!", RESTART_TASKS: "failed:t2"})
+    await world.reconcile()
+    assert len(writes(world)) == 4
+    assert ("Warning", "BadAnnotation") in world.event_reasons()
+
+
+# -- delete ---------------------------------------------------------------------------------------
+
+
+async def test_delete_removes_the_connector(world: World) -> None:
+    await created(world)
+    await world.delete()
+    assert world.connect.connectors == {}
+    assert world.event_reasons() == [("Normal", "Deleted")]
+    await world.delete()  # already gone: nothing to say
+    assert world.event_reasons() == [("Normal", "Deleted")]
+
+
+async def test_delete_leaves_another_objects_connector(world: World) -> None:
+    await created(world)
+    await world.delete(rivals=[rival("2024-01-01T00:00:00Z")])
+    assert NAME in world.connect.connectors
+    assert writes(world) == []
+    assert world.event_reasons() == [("Normal", "NotDeleted")]
+
+
+async def test_delete_waits_for_the_reset_lock(world: World) -> None:
+    await created(world)
+    owner = {"apiVersion": "connectops.io/v1alpha1", "kind": "OffsetReset", "name": "rewind", "uid": "uid-r"}
+    await world.kube.acquire_lock(NAMESPACE, f"kafka/{world.connect.kafka_cluster_id}", NAME, HOLDER, owner)
+    with pytest.raises(NotReadyYet, match=f"held by OffsetReset {NAMESPACE}/rewind"):
+        await world.delete()
+    assert NAME in world.connect.connectors
+
+
+async def test_delete_with_the_cluster_gone_releases_the_object(world: World) -> None:
+    await created(world)
+    del world.kube.connect_clusters[(NAMESPACE, CLUSTER)]
+    await world.delete()
+    assert NAME in world.connect.connectors
+    assert world.event_reasons() == [("Warning", "ClusterGone")]
+
+
+async def test_delete_while_the_worker_is_down_is_retried(world: World) -> None:
+    await created(world)
+    world.connect.mode = "down"
+    with pytest.raises(ConnectUnavailable):
+        await world.delete()
+    world.connect.mode = "up"
+    await world.delete()
+    assert world.connect.connectors == {}
+
+
+async def test_delete_of_an_invalid_spec_does_nothing(world: World) -> None:
+    world.apply({"clusterRef": {"name": CLUSTER}, "class": FILE_SINK, "tasksMax": 0})
+    await world.delete()
+    assert world.connect.calls == []
+    assert world.events == []

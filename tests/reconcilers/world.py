@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from connectops.adapters.connect_rest import ConnectClient
+from connectops.adapters.connect_rest import ConnectApi
 from connectops.adapters.kube import KubeClient
 from connectops.planning.ownership import Claim
 from connectops.reconcilers.checks import CheckRunner, check_defaults
@@ -150,10 +150,8 @@ def make_world(*workers: tuple[str, FakeConnect], **setting_overrides: Any) -> W
         max_concurrency: int,
         max_response_bytes: int,
         redactor: Redactor,
-    ) -> ConnectClient:
-        # the reconcilers type the client as ConnectClient; FakeConnect implements the same
-        # ConnectApi protocol (checked by mypy in tests/doubles/connect.py)
-        return cast(ConnectClient, fakes[base_url])
+    ) -> ConnectApi:
+        return fakes[base_url]
 
     config = settings(**setting_overrides)
     real_kube = cast(KubeClient, kube)  # FakeKube implements ConnectorKubeApi, what these call

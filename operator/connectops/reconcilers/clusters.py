@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
-from connectops.adapters.connect_rest import ConnectClient
+from connectops.adapters.connect_rest import ConnectApi, ConnectClient
 from connectops.adapters.kube import KubeClient
 from connectops.errors import SpecInvalid, UrlNotAllowed
 from connectops.failures import ConnectopsError
@@ -52,7 +52,7 @@ class ConnectClientFactory(Protocol):
         max_concurrency: int,
         max_response_bytes: int,
         redactor: Redactor,
-    ) -> ConnectClient: ...
+    ) -> ConnectApi: ...
 
 
 @dataclass
@@ -60,7 +60,7 @@ class ClusterHandle:
     namespace: str
     name: str
     spec: ConnectClusterSpec
-    client: ConnectClient
+    client: ConnectApi
     redactor: Redactor
     fingerprint: str
     #: the Kafka client settings: spec.kafka.config with spec.kafka.configFrom's Secret values
@@ -114,7 +114,7 @@ class ClusterRegistry:
         self._handles: dict[tuple[str, str], ClusterHandle] = {}
         self._resolved_at: dict[tuple[str, str], float] = {}
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
-        self._retired: set[ConnectClient] = set()
+        self._retired: set[ConnectApi] = set()
         self._closing: set[asyncio.Task[None]] = set()
 
     async def resolve(self, namespace: str, name: str, *, max_age: float | None = None) -> ClusterHandle:
@@ -224,7 +224,7 @@ class ClusterRegistry:
                 continue
         return same
 
-    def _retire(self, old: ConnectClient) -> None:
+    def _retire(self, old: ConnectApi) -> None:
         """Close a replaced client later, not now: a reconcile or a reset step that resolved the
         handle a moment ago may still be in a call on it (a rotated Secret must not fail it)."""
         self._retired.add(old)

@@ -22,8 +22,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from connectops.adapters.connect_rest import (
+    ConnectApi,
     ConnectAuthFailed,
-    ConnectClient,
     ConnectConflict,
     ConnectError,
     ConnectorState,
@@ -376,7 +376,7 @@ class ConnectorReconciler:
     async def _act(
         self,
         action: Any,
-        client: ConnectClient,
+        client: ConnectApi,
         connector: str,
         desired: dict[str, str],
         book: RestartBook,
@@ -417,7 +417,7 @@ class ConnectorReconciler:
         return book_raw
 
     async def _verbs(
-        self, obj: ConnectorObject, client: ConnectClient, connector: str, status: ConnectorStatus, emit: EmitEvent
+        self, obj: ConnectorObject, client: ConnectApi, connector: str, status: ConnectorStatus, emit: EmitEvent
     ) -> None:
         """Act once on each restart annotation whose value is new (see :mod:`planning.verbs`).
 
@@ -487,7 +487,7 @@ class ConnectorReconciler:
             if result is not None:
                 apply_check_conditions(conditions, result)
 
-    async def _set_state(self, client: ConnectClient, connector: str, target: DesiredState) -> None:
+    async def _set_state(self, client: ConnectApi, connector: str, target: DesiredState) -> None:
         if target is DesiredState.RUNNING:
             await client.resume(connector)
         elif target is DesiredState.PAUSED:
@@ -495,7 +495,7 @@ class ConnectorReconciler:
         else:
             await client.stop(connector)
 
-    async def _restart(self, client: ConnectClient, connector: str, action: RestartFailed) -> None:
+    async def _restart(self, client: ConnectApi, connector: str, action: RestartFailed) -> None:
         if action.use_only_failed:
             await client.restart(connector, include_tasks=True, only_failed=True)
             return
@@ -504,7 +504,7 @@ class ConnectorReconciler:
         for task in action.failed_tasks:
             await client.restart_task(connector, task)
 
-    async def _settle(self, client: ConnectClient, connector: str, spec: ConnectorSpec) -> ConnectorState | None:
+    async def _settle(self, client: ConnectApi, connector: str, spec: ConnectorSpec) -> ConnectorState | None:
         """Poll briefly until Connect reports the desired state, so Ready is right on the first
         status write instead of one resync later. Bounded: the timer catches slow workers."""
         deadline = time.monotonic() + self._settings.settle_seconds

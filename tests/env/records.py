@@ -40,6 +40,39 @@ def topic_record_count(bootstrap: str, topic: str, idle: float = 2.0) -> int:
         consumer.close()
 
 
+def topic_values(bootstrap: str, topic: str, idle: float = 2.0) -> list[str]:
+    """Every record value of a one-partition ``topic``, in offset order, read from the start
+    until it stays quiet (what a connector wrote, as a reader sees it)."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"values-{uuid.uuid4().hex[:6]}",
+            "enable.auto.commit": False,
+            "enable.partition.eof": False,
+        }
+    )
+    try:
+        meta = consumer.list_topics(topic, timeout=10)
+        if topic not in meta.topics or meta.topics[topic].error is not None:
+            return []
+        partitions = sorted(meta.topics[topic].partitions)
+        assert partitions == [0], f"{topic} has partitions {partitions}: values are ordered per partition"
+        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        values: list[str] = []
+        quiet_since, deadline = time.monotonic(), time.monotonic() + 30
+        while time.monotonic() - quiet_since < idle and time.monotonic() < deadline:
+            batch = consumer.consume(num_messages=1000, timeout=0.3)
+            real = [m for m in batch if m.error() is None]
+            if real:
+                values.extend((m.value() or b"").decode() for m in real)
+                quiet_since = time.monotonic()
+        return values
+    finally:
+        consumer.close()
+
+
 # Why one record per batch: the test broker (Tansu 0.6, memory storage) moves a partition's high
 # watermark and ListOffsets "latest" by one per produced *batch*, not per record (a 50-record
 # batch reads as end offset 1). Apache Kafka reports the next record's offset. Any test that

@@ -339,6 +339,7 @@ class Bounds:
     crash: float = 30.0
     reset: float = 40.0
     check_timeout: float = 20.0
+    on_create: float = 40.0
     #: after the last wait, let retries and resyncs run a little, so a late 403 reaches the log
     settle: float = 2.0
 
@@ -372,6 +373,8 @@ class Observation:
     leases_left: int = 0
     reset_check_launched: bool = False
     reset_check_timed_out: bool = False  # the reset's check timed out and its app was deleted
+    on_create_state: str | None = None  # the second Connector's status.offsetsOnCreate.state
+    on_create_ready: dict[str, Any] | None = None  # ... and its last Ready condition
     event_reasons: set[str] = field(default_factory=set)
     #: what the API refused, from the operator's log: kopf's "cannot <verb> resource <r>" as
     #: "<verb> <r>", the operator's own client errors as the object kind ("Lease", "ConfigMap")
@@ -392,6 +395,11 @@ class Observation:
         return str(step) if step else None
 
     @property
+    def on_create_applied(self) -> bool:
+        ready = self.on_create_ready or {}
+        return self.on_create_state == "Applied" and ready.get("status") == "True"
+
+    @property
     def ready_message(self) -> str:
         return str((self.ready_condition or {}).get("message", ""))
 
@@ -407,6 +415,7 @@ class Observation:
             "backup kept on retry (never overwritten)": self.backup_kept,
             "lock released": self.backup_exists and self.leases_left == 0,
             "reset check timed out": self.reset_check_timed_out,
+            "spec.offsets applied (onCreate clear)": self.on_create_applied,
             "Events posted": {"Created", *STEP_EVENTS} <= self.event_reasons,
             "nothing denied": not self.denied,
         }
@@ -469,7 +478,9 @@ class Scenario:
     3. admin creates an OffsetReset (action reset); the operator takes the Lease, writes the backup
        ConfigMap and crashes; restarted, it writes the backup over (create -> 409 -> update) and
        finishes: Succeeded, Lease released, a check launched for the reset;
-    4. admin backdates that check's start: the operator must time it out and delete the app.
+    4. admin backdates that check's start: the operator must time it out and delete the app;
+    5. admin creates a second Connector with ``spec.offsets: {onCreate: clear}``: the operator
+       creates it STOPPED, creates the OffsetReset that clears its offsets, and brings it to Ready.
     """
 
     def __init__(self, env: Env, omit: Sequence[str] = (), bounds: Bounds | None = None) -> None:
@@ -480,6 +491,7 @@ class Scenario:
         self.ns = f"rbac-{suffix}"
         self.release = f"rp-{suffix}"
         self.connector = f"src-{suffix}"
+        self.on_create_connector = f"oc-{suffix}"  # the spec.offsets phase's Connector
         self.dir = env.work_dir / self.ns
         self.admin = env.admin_client()
         self.k8s = K8s(self.admin, self.ns)
@@ -504,6 +516,7 @@ class Scenario:
             operator.start(failpoint=FAILPOINT)
             self._connector_phase(operator)
             self._reset_phase(operator)
+            self._on_create_phase()
             time.sleep(self.bounds.settle)
         finally:
             if operator is not None:
@@ -603,6 +616,35 @@ class Scenario:
 
             obs.reset_check_timed_out = bool(_poll(timed_out, self.bounds.check_timeout))
 
+    def _on_create_phase(self) -> None:
+        """A second Connector with spec.offsets onCreate clear: created STOPPED, its offsets
+        cleared by an OffsetReset the operator creates, then Ready."""
+        obs = self.obs
+        if not obs.in_connect:
+            return
+        src = self.dir / "in2.txt"
+        src.write_text("".join(f"{line}\n" for line in LINES))
+        self.k8s.create(
+            "connectors",
+            self.on_create_connector,
+            {
+                "clusterRef": {"name": "main"},
+                "class": SOURCE,
+                "config": {"file": str(src), "topic": f"rbac-proof-2-{self.ns}"},
+                "offsets": {"onCreate": "clear"},
+            },
+            "Connector",
+        )
+
+        def applied() -> bool:
+            status = self.k8s.get("connectors", self.on_create_connector).get("status") or {}
+            obs.on_create_state = (status.get("offsetsOnCreate") or {}).get("state")
+            conditions = status.get("conditions") or []
+            obs.on_create_ready = next((c for c in conditions if c["type"] == "Ready"), obs.on_create_ready)
+            return obs.on_create_applied
+
+        _poll(applied, self.bounds.on_create)
+
     # -- helpers -----------------------------------------------------------------------------------
 
     def _reset_status_now(self) -> dict[str, Any]:
@@ -694,6 +736,8 @@ class Scenario:
         # connector on the shared Connect worker and the cluster-scoped RBAC must not pile up.
         with contextlib.suppress(httpx.HTTPError):
             self.http.delete(f"/connectors/{self.connector}")
+        with contextlib.suppress(httpx.HTTPError):
+            self.http.delete(f"/connectors/{self.on_create_connector}")
         self.http.close()
         if install is not None:
             uninstall_cluster_scoped(self.admin, install)

@@ -56,6 +56,7 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
 # (apiGroup, resources, verbs)
 CORE_RULES = {
     ("connectops.io", ("connectclusters", "connectors", "offsetresets"), ("get", "list", "watch", "patch")),
+    ("connectops.io", ("offsetresets",), ("create",)),
     (
         "connectops.io",
         ("connectclusters/status", "connectors/status", "offsetresets/status"),

@@ -149,6 +149,17 @@ EXPECTED: Final[dict[str, Breaks]] = {
         "kopf cannot put its finalizer on the objects: the OffsetReset is never processed",
         lambda o: "patch connectors" in o.denied and not o.finalizer and _reset_never_seen(o),
     ),
+    "offsetresets-create": Breaks(
+        "a Connector's spec.offsets (onCreate clear/set) cannot be applied: its OffsetReset cannot be created, "
+        "the connector stays STOPPED with Ready=False (KubernetesError); everything else works",
+        lambda o: (
+            "create offsetresets" in o.denied
+            and o.on_create_state == "Applying"
+            and (o.on_create_ready or {}).get("reason") == "KubernetesError"
+            and o.ready
+            and o.reset_phase == "Succeeded"
+        ),
+    ),
     "connectops-status": NO_STATUS,
     "connectops-status/patch": NO_STATUS,
     "events": NO_EVENTS,

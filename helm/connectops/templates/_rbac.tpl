@@ -20,6 +20,13 @@ Each entry:
   apiGroups: [connectops.io]
   resources: [connectclusters, connectors, offsetresets]
   verbs: [get, list, watch, patch]
+- id: offsetresets-create
+  scope: namespaced
+  mode: any
+  why: a Connector's spec.offsets (onCreate clear or set) is applied by an OffsetReset the operator creates, owned by that Connector
+  apiGroups: [connectops.io]
+  resources: [offsetresets]
+  verbs: [create]
 - id: connectops-status
   scope: namespaced
   mode: any

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import unicodedata
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import Field, field_validator, model_validator
 
@@ -16,6 +16,7 @@ from connectops.models.base import (
     StatusModel,
 )
 from connectops.models.checks import CheckSpec, LastCheck
+from connectops.models.offset_reset import TIMESTAMP_PATTERN, OffsetEntry, timestamp_ms
 
 #: Keys the operator renders from dedicated spec fields; accepting them in ``config`` would
 #: give one setting two owners.
@@ -121,6 +122,70 @@ class AutoRestart(CamelModel):
     backoff: RestartBackoff = Field(default_factory=RestartBackoff, description="Restart delays.")
 
 
+class OnCreate(StrEnum):
+    RESUME = "resume"
+    CLEAR = "clear"
+    SET = "set"
+
+
+class SetTo(StrEnum):
+    EARLIEST = "earliest"
+    LATEST = "latest"
+    TIMESTAMP = "timestamp"
+
+
+class ConnectorOffsets(CamelModel):
+    """Where a new connector starts, applied once: when the operator creates the connector.
+
+    Connect keys a source's offsets by connector name and a sink's by its ``connect-<name>``
+    group, so a connector created under a name used before silently resumes where the old one
+    stopped. ``resume`` (the default) does that and says so in status; ``clear`` removes what an
+    earlier connector of the name left; ``set`` writes the given offsets. ``clear`` and ``set``
+    create the connector STOPPED (Connect 3.7+), apply the offsets through an OffsetReset owned
+    by the Connector (backup, read-back from Connect and Kafka, the same crash safety), and only
+    then move it to ``spec.state``. Changing this later does nothing: use an OffsetReset."""
+
+    on_create: OnCreate = Field(
+        default=OnCreate.RESUME,
+        description=(
+            "resume: keep offsets left under this name (reported in status); clear: remove them; set: write these."
+        ),
+    )
+    entries: list[OffsetEntry] = Field(
+        default_factory=list,
+        max_length=10000,
+        description=(
+            "onCreate set: KIP-875 entries (source partitions and offsets, or sink "
+            "kafka_topic/kafka_partition/kafka_offset)."
+        ),
+    )
+    set_to: SetTo | None = Field(
+        default=None, description="onCreate set, sink connectors: earliest, latest or timestamp on the topics it reads."
+    )
+    timestamp: str | None = Field(
+        default=None,
+        max_length=40,
+        pattern=TIMESTAMP_PATTERN,
+        description="setTo timestamp: RFC 3339 time with its offset (2026-01-31T12:00:00Z) or epoch milliseconds.",
+    )
+    topics: list[str] = Field(
+        default_factory=list, max_length=1000, description="setTo: limit to these of the topics the sink reads."
+    )
+
+    @model_validator(mode="after")
+    def _one_way_to_set(self) -> ConnectorOffsets:
+        given = bool(self.entries) + (self.set_to is not None)
+        if self.on_create == OnCreate.SET and given != 1:
+            raise ValueError("onCreate set needs exactly one of entries or setTo")
+        if self.on_create != OnCreate.SET and (given or self.timestamp or self.topics):
+            raise ValueError(f"entries, setTo, timestamp and topics apply to onCreate set, not {self.on_create}")
+        if (self.set_to == SetTo.TIMESTAMP) != bool(self.timestamp):
+            raise ValueError("setTo timestamp needs timestamp, and timestamp needs setTo timestamp")
+        if self.timestamp:
+            timestamp_ms(self.timestamp)
+        return self
+
+
 class ConnectorSpec(CamelModel):
     """A Kafka Connect connector whose config and running state connectops owns."""
 
@@ -153,6 +218,9 @@ class ConnectorSpec(CamelModel):
         default_factory=dict, max_length=MAX_KEYS, description="Rendered as admin.override.*"
     )
     state: DesiredState = Field(default=DesiredState.RUNNING, description="running|paused|stopped")
+    offsets: ConnectorOffsets | None = Field(
+        default=None, description="Where the connector starts when the operator creates it (once)."
+    )
     auto_restart: AutoRestart = Field(default_factory=AutoRestart, description="Failed connector/task restarts.")
     check: CheckSpec = Field(default_factory=CheckSpec, description="Lag and balance check after changes.")
     offsets_managed_externally: bool = Field(
@@ -214,6 +282,22 @@ class VerbTokens(StatusModel):
     restart_tasks: str | None = Field(default=None, description="Last connectops.io/restart-tasks value acted on.")
 
 
+class OffsetsOnCreateStatus(StatusModel):
+    """What happened to the connector's offsets when the operator created it."""
+
+    on_create: str = Field(description="resume, clear or set, as applied.")
+    state: str = Field(description="Applying, Applied or Failed (clear, set); Resumed (resume).")
+    offset_reset: str | None = Field(default=None, description="The OffsetReset that applies them (clear, set).")
+    spec_hash: str | None = Field(default=None, description="Hash of the spec.offsets applied.")
+    found_partitions: int | None = Field(
+        default=None, description="resume: partition offsets found under this name when the connector was created."
+    )
+    found: list[dict[str, Any]] = Field(
+        default_factory=list, description="resume: where they stood (the first 10, KIP-875 entries)."
+    )
+    message: str | None = Field(default=None, description="What happened, in a sentence.")
+
+
 class ConnectorStatus(StatusModel):
     observed_generation: int | None = Field(default=None, description="Last handled generation.")
     connector_name: str | None = Field(default=None, description="Name in Kafka Connect.")
@@ -225,6 +309,9 @@ class ConnectorStatus(StatusModel):
         default_factory=AutoRestartStatus, description="Automatic restart bookkeeping."
     )
     last_check: LastCheck | None = Field(default=None, description="The latest lag and balance check.")
+    offsets_on_create: OffsetsOnCreateStatus | None = Field(
+        default=None, description="What spec.offsets did when the connector was created."
+    )
     verbs: VerbTokens = Field(
         default_factory=VerbTokens,
         description="The last connectops.io/restart and restart-tasks annotation values acted on.",

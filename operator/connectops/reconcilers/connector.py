@@ -4,7 +4,7 @@ Modelled on Strimzi's connector reconciler (GET, compare, PUT only on a real dif
 written only when it changed), with Connect's own validate endpoint as the gate in front of
 every write: an invalid config is reported and nothing is applied.
 
-Why ~600 lines in one module: it is the Connector's whole observe-plan-apply-report cycle
+Why ~700 lines in one module: it is the Connector's whole observe-plan-apply-report cycle
 (validate, act, settle, report, verbs, checks, delete) around one status model; the decisions
 themselves are pure and live in planning/connector.py and planning/verbs.py, so what is left here
 is the order of the calls, which reads best in one place.
@@ -35,6 +35,7 @@ from connectops.adapters.kube import KubeClient, KubeError, KubeObjectMissing, L
 from connectops.errors import NotReadyYet, SpecInvalid, WorkerStarting
 from connectops.models.base import utcnow_iso
 from connectops.models.checks import LastCheck
+from connectops.models.connect_cluster import Capabilities
 from connectops.models.connector import (
     AutoRestartStatus,
     ConnectorSpec,
@@ -43,9 +44,11 @@ from connectops.models.connector import (
     TaskStatus,
     VerbTokens,
 )
+from connectops.planning import on_create as on_create_plan
 from connectops.planning.checks import CheckContext, verdict_config_map
 from connectops.planning.connector import (
     FAILED,
+    ConnectorPlan,
     Create,
     ObservedConnector,
     RestartBook,
@@ -62,6 +65,8 @@ from connectops.planning.verbs import RECONCILE, BadVerb, Restart, acted_on, pen
 from connectops.reconcilers.checks import CheckRunner, apply_check_conditions
 from connectops.reconcilers.clusters import ClusterHandle, ClusterRegistry
 from connectops.reconcilers.common import Conditions, EmitEvent, Outcome
+from connectops.reconcilers.on_create import CONDITION as OFFSETS_ON_CREATE
+from connectops.reconcilers.on_create import OffsetsOnCreate
 from connectops.redact import Redactor
 from connectops.settings import Settings
 from connectops.validation import describe_validation_error
@@ -136,6 +141,7 @@ class ConnectorReconciler:
         self._settings = settings
         self._checks = checks
         self._acted: dict[str, VerbTokens] = {}
+        self._on_create = OffsetsOnCreate(kube)
         self._missing_plugin: dict[str, str] = {}
 
     async def reconcile(
@@ -255,18 +261,16 @@ class ConnectorReconciler:
         desired = render_config(spec, connector, secret_values)
         live, state = await asyncio.gather(client.get_config(connector), client.get_status(connector))
         observed = _observe(state, live)
-        if reconcile_paused(obj.annotations):
-            conditions.set(
-                "ReconcilePaused",
-                True,
-                "AnnotationSet",
-                f"{RECONCILE}: paused: nothing is changed in Kafka Connect until the annotation is removed",
-                event_on_change=True,
-            )
+        if _reconcile_paused(obj, conditions):
             self._report(status, state, obj.status.auto_restart)
             return
-        if conditions.get("ReconcilePaused") is not None:
-            conditions.set("ReconcilePaused", False, "AnnotationRemoved", "reconciling", event_on_change=True)
+        pending = await self._offsets_pending(obj, spec, connector, client, desired, status, conditions, emit)
+        if pending:
+            self._report(status, state, obj.status.auto_restart)
+            return
+        if pending is False:  # applied just now: the reset moved the connector, look again
+            live, state = await asyncio.gather(client.get_config(connector), client.get_status(connector))
+            observed = _observe(state, live)
         lock = await self._reset_lock(obj.namespace, cluster, connector)
         book_raw = obj.status.auto_restart
         book = RestartBook(count=book_raw.count, last_restart_at=_parse_time(book_raw.last_restart_time))
@@ -279,20 +283,7 @@ class ConnectorReconciler:
             restarts=book,
             now=time.time(),
         )
-        if plan.unsupported:
-            conditions.set("Valid", False, "Unsupported", plan.unsupported, event_on_change=True, warning=True)
-            conditions.set("Ready", False, "Unsupported", plan.unsupported)
-            self._report(status, state, book_raw)
-            return
-        if plan.blocked_reason:
-            conditions.set(
-                "Synced",
-                False,
-                "OffsetResetInProgress",
-                f"{plan.blocked_reason} holds this connector; changes wait until it finishes",
-                event_on_change=True,
-            )
-            conditions.set("Ready", False, "OffsetResetInProgress", f"offset reset {plan.blocked_reason} in progress")
+        if _plan_held(plan, conditions):
             self._report(status, state, book_raw)
             return
 
@@ -301,9 +292,15 @@ class ConnectorReconciler:
             return
         conditions.set("Valid", True, "Validated", "Connect accepted the configuration")
 
+        created = any(isinstance(a, Create) for a in plan.actions)
+        if created and on_create_plan.needs_reset(spec.offsets):
+            await self._create_with_offsets(obj, spec, connector, client, caps, desired, status, conditions, emit)
+            self._report(status, state, book_raw)
+            return
         for action in plan.actions:
             book_raw = await self._act(action, client, connector, desired, book, book_raw, emit, periodic)
         conditions.set("Synced", True, "Synced", "live config matches the spec")
+        await self._offsets_reported(obj, spec, connector, client, caps, created, status, conditions, emit)
 
         if plan.actions:
             state = await self._settle(client, connector, spec)
@@ -326,6 +323,73 @@ class ConnectorReconciler:
         if state is not None:
             await self._verbs(obj, client, connector, status, emit)
         await self._check(obj, spec, connector, cluster, plan.actions, conditions, status)
+
+    async def _offsets_pending(
+        self,
+        obj: ConnectorObject,
+        spec: ConnectorSpec,
+        connector: str,
+        client: ConnectApi,
+        desired: dict[str, str],
+        status: ConnectorStatus,
+        conditions: Conditions,
+        emit: EmitEvent,
+    ) -> bool | None:
+        """spec.offsets of a connector being created: True while nothing else may change (being
+        applied, or failed), False when it was applied just now, None when nothing is pending."""
+        marker = obj.status.offsets_on_create
+        if marker is None or marker.state not in (on_create_plan.APPLYING, on_create_plan.FAILED):
+            return None
+        return await self._on_create.progress(
+            client, obj.namespace, obj.name, obj.uid, spec, connector, desired, marker, status, conditions, emit
+        )
+
+    async def _offsets_reported(
+        self,
+        obj: ConnectorObject,
+        spec: ConnectorSpec,
+        connector: str,
+        client: ConnectApi,
+        caps: Capabilities,
+        created: bool,
+        status: ConnectorStatus,
+        conditions: Conditions,
+        emit: EmitEvent,
+    ) -> None:
+        """What spec.offsets (resume, or none) meant: for a connector just created, what it resumes
+        from; for one that exists, that a later spec.offsets does nothing."""
+        if created and caps.stop:
+            await self._on_create.report_resume(client, spec, connector, status, emit)
+        elif not created:
+            OffsetsOnCreate.later(spec, obj.status.offsets_on_create, conditions)
+
+    async def _create_with_offsets(
+        self,
+        obj: ConnectorObject,
+        spec: ConnectorSpec,
+        connector: str,
+        client: ConnectApi,
+        caps: Capabilities,
+        desired: dict[str, str],
+        status: ConnectorStatus,
+        conditions: Conditions,
+        emit: EmitEvent,
+    ) -> None:
+        """Create a connector whose first offsets spec.offsets sets (see reconcilers/on_create.py)."""
+        if not caps.initial_state:
+            message = (
+                "spec.offsets onCreate clear/set creates the connector STOPPED, which needs Kafka Connect 3.7 "
+                "or later (KIP-980); nothing was created. Upgrade the workers, or use onCreate: resume and an "
+                "OffsetReset"
+            )
+            conditions.set(OFFSETS_ON_CREATE, False, "NeedsConnect37", message, event_on_change=True, warning=True)
+            conditions.set("Synced", False, "NeedsConnect37", "nothing was created")
+            conditions.set("Ready", False, "NeedsConnect37", message)
+            return
+        marker = await self._on_create.start(obj.namespace, obj.name, obj.uid, spec, status)
+        await self._on_create.progress(
+            client, obj.namespace, obj.name, obj.uid, spec, connector, desired, marker, status, conditions, emit
+        )
 
     async def _validated(
         self,
@@ -582,6 +646,42 @@ class ConnectorReconciler:
         deleted = await cluster.client.delete(connector)
         if deleted:
             emit("Normal", "Deleted", f"connector {connector} deleted from Kafka Connect")
+
+
+def _reconcile_paused(obj: ConnectorObject, conditions: Conditions) -> bool:
+    """The reconcile-paused annotation: set, nothing is changed; removed, say so once."""
+    if reconcile_paused(obj.annotations):
+        conditions.set(
+            "ReconcilePaused",
+            True,
+            "AnnotationSet",
+            f"{RECONCILE}: paused: nothing is changed in Kafka Connect until the annotation is removed",
+            event_on_change=True,
+        )
+        return True
+    if conditions.get("ReconcilePaused") is not None:
+        conditions.set("ReconcilePaused", False, "AnnotationRemoved", "reconciling", event_on_change=True)
+    return False
+
+
+def _plan_held(plan: ConnectorPlan, conditions: Conditions) -> bool:
+    """The plan cannot be carried out now: the worker cannot do what the spec asks, or a reset
+    holds the connector. The conditions say which."""
+    if plan.unsupported:
+        conditions.set("Valid", False, "Unsupported", plan.unsupported, event_on_change=True, warning=True)
+        conditions.set("Ready", False, "Unsupported", plan.unsupported)
+        return True
+    if plan.blocked_reason:
+        conditions.set(
+            "Synced",
+            False,
+            "OffsetResetInProgress",
+            f"{plan.blocked_reason} holds this connector; changes wait until it finishes",
+            event_on_change=True,
+        )
+        conditions.set("Ready", False, "OffsetResetInProgress", f"offset reset {plan.blocked_reason} in progress")
+        return True
+    return False
 
 
 def _holder_text(holder: str) -> str:

@@ -21,7 +21,10 @@ Modelled (each checked against the real worker by the contract test):
 - offsets (KIP-875): readable in any state; altered or reset only when STOPPED (400 otherwise).
 
 Faults a test injects: the worker unreachable or starting (KIP-1017), one-shot errors on a named
-call (a rebalance the client's retries did not outlast), a failed task or connector. Every call
+call (a rebalance the client's retries did not outlast), an answer lost after the call took effect
+(a timeout or a 5xx after the write), a failed task or connector, a stop that the status shows
+late (``PUT /stop`` answers 202 before the herder has stopped the tasks), offsets writes that are
+acknowledged and not applied (to exercise a caller's read-back). Every call
 is recorded in :attr:`FakeConnect.calls`; :meth:`FakeConnect.writes` lists the ones that change
 something.
 """
@@ -161,6 +164,10 @@ class FakeConnector:
     #: (connector restarts, task id -> restarts), for assertions
     connector_restarts: int = 0
     task_restarts: dict[int, int] = field(default_factory=dict)
+    #: status reads that still show the state from before a stop (see FakeConnect.lag_stop)
+    stop_lag: int = 0
+    lagging_status: ConnectorState | None = None
+    lagging_reads: int = 0
 
     def task_ids(self) -> list[int]:
         return [] if self.target == "STOPPED" else list(range(self.task_configs))
@@ -225,6 +232,9 @@ class FakeConnect:
         #: "up", "down" (nothing answers) or "starting" (KIP-1017: 503 until ready)
         self.mode = "up"
         self._faults: dict[str, list[ConnectError]] = {}
+        self._lost_answers: dict[str, list[ConnectError]] = {}
+        #: offsets PATCH/DELETE answer success and change nothing (a worker not applying them)
+        self.ignore_offset_writes = False
         self.closed = False
 
     # -- test controls --------------------------------------------------------------------------
@@ -236,6 +246,15 @@ class FakeConnect:
     def fail_next(self, method: str, error: ConnectError, times: int = 1) -> None:
         """The next ``times`` calls of ``method`` raise ``error`` (and change nothing)."""
         self._faults.setdefault(method, []).extend([error] * times)
+
+    def lose_answer(self, method: str, error: ConnectError, times: int = 1) -> None:
+        """The next ``times`` calls of ``method`` take effect, then raise ``error`` (the answer lost)."""
+        self._lost_answers.setdefault(method, []).extend([error] * times)
+
+    def lag_stop(self, name: str, reads: int) -> None:
+        """After the next stops of ``name``, ``reads`` status reads still show the state from
+        before the stop (running tasks); a huge number is a stop that never completes."""
+        self.connectors[name].stop_lag = reads
 
     def fail_task(
         self, name: str, task: int, trace: str = "java.lang.RuntimeException: boom", *, sticky: bool = False
@@ -268,6 +287,12 @@ class FakeConnect:
         queued = self._faults.get(method)
         if queued:
             raise queued.pop(0)
+
+    def _answer(self, method: str) -> None:
+        """After a call took effect: raise if the test lost its answer."""
+        lost = self._lost_answers.get(method)
+        if lost:
+            raise lost.pop(0)
 
     def _get(self, name: str, operation: str) -> FakeConnector:
         connector = self.connectors.get(name)
@@ -404,7 +429,12 @@ class FakeConnect:
     async def get_status(self, name: str) -> ConnectorState | None:
         self._enter("get_status", name)
         connector = self.connectors.get(name)
-        return None if connector is None else connector.state(self.worker_id)
+        if connector is None:
+            return None
+        if connector.lagging_reads > 0 and connector.lagging_status is not None:
+            connector.lagging_reads -= 1
+            return connector.lagging_status
+        return connector.state(self.worker_id)
 
     async def create(self, name: str, config: dict[str, str], initial_state: str | None = None) -> None:
         self._enter("create", name, dict(config), initial_state)
@@ -441,24 +471,32 @@ class FakeConnect:
 
     async def pause(self, name: str) -> None:
         self._enter("pause", name)
-        self._get(name, "pause").target = "PAUSED"
+        connector = self._get(name, "pause")
+        connector.target = "PAUSED"
+        connector.lagging_reads = 0
 
     async def resume(self, name: str) -> None:
         self._enter("resume", name)
         connector = self._get(name, "resume")
         was = connector.target
         connector.target = "STARTED"
+        connector.lagging_reads = 0
         if was == "STOPPED" or not connector.task_configs:
             connector.start_tasks()  # tasks are made anew from the config
+        self._answer("resume")
 
     async def stop(self, name: str) -> None:
         self._enter("stop", name)
         if not self._caps().stop:
             raise ConnectNotFound("stop: HTTP 404: HTTP 404 Not Found", status=404, operation="stop")
         connector = self._get(name, "stop")
+        if connector.stop_lag and connector.target != "STOPPED":
+            connector.lagging_status = connector.state(self.worker_id)
+            connector.lagging_reads = connector.stop_lag
         connector.target = "STOPPED"
         connector.task_configs = 0
         connector.task_failures.clear()
+        self._answer("stop")
 
     async def restart(self, name: str, *, include_tasks: bool, only_failed: bool) -> None:
         self._enter("restart", name, include_tasks, only_failed)
@@ -505,17 +543,23 @@ class FakeConnect:
     async def patch_offsets(self, name: str, offsets: list[JSONDict]) -> str:
         self._enter("patch_offsets", name, [dict(o) for o in offsets])
         connector = self._stopped(name, "alter offsets")
+        if self.ignore_offset_writes:
+            return MSG_ALTERED
         for entry in offsets:
             key = json.dumps(entry["partition"], sort_keys=True)
             if entry.get("offset") is None:
                 connector.offsets.pop(key, None)
             else:
                 connector.offsets[key] = {"partition": dict(entry["partition"]), "offset": dict(entry["offset"])}
+        self._answer("patch_offsets")
         return MSG_ALTERED
 
     async def delete_offsets(self, name: str) -> str:
         self._enter("delete_offsets", name)
-        self._stopped(name, "reset offsets").offsets.clear()
+        connector = self._stopped(name, "reset offsets")
+        if not self.ignore_offset_writes:
+            connector.offsets.clear()
+        self._answer("delete_offsets")
         return MSG_RESET
 
 

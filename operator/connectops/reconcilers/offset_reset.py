@@ -441,9 +441,11 @@ class OffsetResetExecutor:
         handler retries, and every later run retries the resume until it works (a connector the
         operator stopped is never left stopped without someone still working on it).
         """
-        run.set_step(step, state="Failed", finishedAt=utcnow_iso(), message=message)
-        run.history(f"{step}: failed: {message}")
+        # read before the failed step is marked: a failure AT the stop step (PUT /stop sent, the
+        # connector never shown STOPPED in time) has stopped it too
         stopped_by_us = run.step(Step.STOP).state in ("Running", "Done")
+        run.set_step(step, state="Failed", finished_at=utcnow_iso(), message=message)
+        run.history(f"{step}: failed: {message}")
         backup = run.status.backup_config_map
         # past the first call that may have changed offsets, resuming would run the connector on
         # half-applied offsets: it stays stopped and locked until a restore or a person decides

@@ -19,6 +19,9 @@ Modelled (each checked against the real worker by the contract test):
   for its config (FileStreamSink to a directory) fails again after every restart until the config
   changes;
 - offsets (KIP-875): readable in any state; altered or reset only when STOPPED (400 otherwise).
+  With a :class:`~tests.doubles.kafka.FakeKafka` attached, a sink's offsets are its consumer
+  group's committed offsets there (``connect-<name>`` unless ``consumer.override.group.id``), as
+  the worker reads and writes them through the admin client; otherwise they are kept here.
 
 Faults a test injects: the worker unreachable or starting (KIP-1017), one-shot errors on a named
 call (a rebalance the client's retries did not outlast), an answer lost after the call took effect
@@ -51,6 +54,8 @@ from connectops.adapters.connect_rest import (
     WorkerHealth,
 )
 from connectops.planning.connector import capabilities_for
+from connectops.planning.offset_reset import sink_group
+from tests.doubles.kafka import FakeKafka
 
 JSONDict = dict[str, Any]
 
@@ -221,8 +226,11 @@ class FakeConnect:
         plugins: tuple[FakePlugin, ...] = DEFAULT_PLUGINS,
         override_policy: str = "All",
         worker_id: str = "127.0.0.1:8083",
+        kafka: FakeKafka | None = None,
     ) -> None:
         self.version = version
+        #: the Kafka cluster behind the workers, where sinks' consumer groups live (optional)
+        self.kafka = kafka
         self.kafka_cluster_id = kafka_cluster_id
         self.plugins = list(plugins)
         self.override_policy = override_policy
@@ -535,15 +543,40 @@ class FakeConnect:
             raise ConnectRejected(f"{operation}: HTTP 400: {MSG_NOT_STOPPED}", status=400, operation=operation)
         return connector
 
+    def sink_group(self, connector: FakeConnector) -> str | None:
+        """The consumer group holding a sink's offsets, when a FakeKafka holds them."""
+        if self.kafka is None or connector.plugin.type != "sink":
+            return None
+        return sink_group(connector.name, connector.config)
+
     async def get_offsets(self, name: str) -> list[JSONDict]:
         self._enter("get_offsets", name)
         connector = self._get(name, "get offsets")
+        group = self.sink_group(connector)
+        if group is not None:
+            assert self.kafka is not None
+            return [
+                {"partition": {"kafka_topic": t, "kafka_partition": p}, "offset": {"kafka_offset": o}}
+                for (t, p), o in sorted(self.kafka.groups.get(group, {}).items())
+            ]
         return [dict(entry) for entry in connector.offsets.values()]
 
     async def patch_offsets(self, name: str, offsets: list[JSONDict]) -> str:
         self._enter("patch_offsets", name, [dict(o) for o in offsets])
         connector = self._stopped(name, "alter offsets")
         if self.ignore_offset_writes:
+            return MSG_ALTERED
+        group = self.sink_group(connector)
+        if group is not None:
+            assert self.kafka is not None
+            committed = self.kafka.groups.setdefault(group, {})
+            for entry in offsets:
+                tp = (entry["partition"]["kafka_topic"], int(entry["partition"]["kafka_partition"]))
+                if entry.get("offset") is None:
+                    committed.pop(tp, None)
+                else:
+                    committed[tp] = int(entry["offset"]["kafka_offset"])
+            self._answer("patch_offsets")
             return MSG_ALTERED
         for entry in offsets:
             key = json.dumps(entry["partition"], sort_keys=True)
@@ -557,7 +590,13 @@ class FakeConnect:
     async def delete_offsets(self, name: str) -> str:
         self._enter("delete_offsets", name)
         connector = self._stopped(name, "reset offsets")
-        if not self.ignore_offset_writes:
+        group = self.sink_group(connector)
+        if self.ignore_offset_writes:
+            pass
+        elif group is not None:
+            assert self.kafka is not None
+            self.kafka.groups.pop(group, None)
+        else:
             connector.offsets.clear()
         self._answer("delete_offsets")
         return MSG_RESET

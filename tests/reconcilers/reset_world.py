@@ -34,6 +34,7 @@ from connectops.reconcilers.clusters import ClusterRegistry
 from connectops.reconcilers.offset_reset import OffsetResetExecutor, backup_name, lock_holder
 from connectops.redact import Redactor
 from tests.doubles.connect import FakeConnect, FakeConnector
+from tests.doubles.kafka import FakeKafka
 from tests.doubles.kube import FakeKube
 from tests.reconcilers.world import CLUSTER, NAMESPACE, URL, Event, settings
 
@@ -42,6 +43,7 @@ __all__ = ["CLUSTER", "NAMESPACE", "URL", "Crash", "ResetWorld", "fast_polls", "
 #: the reset's lock scope: FakeConnect reports this Kafka cluster id
 SCOPE = "kafka/fake-kafka-cluster"
 RESET = "rewind"
+BOOTSTRAP = "kafka.team-a:9092"
 STEPS = ("lock", "inspect", "backup", "stop", "reset", "offsetSyncs", "resume", "verify", "unlock")
 
 
@@ -61,6 +63,7 @@ class ResetWorld:
     executor: OffsetResetExecutor
     kube: FakeKube
     connect: FakeConnect
+    kafka: FakeKafka
     events: list[Event] = field(default_factory=list)
     #: raised by each handler call that ended in an error, in order (what kopf retried on)
     errors: list[BaseException] = field(default_factory=list)
@@ -94,15 +97,28 @@ class ResetWorld:
         return connector
 
     def seed_offsets(self, name: str, offsets: Iterable[dict[str, Any]]) -> None:
-        """Offsets the connector committed (as if it ran), without a call."""
-        held = self.connect.connectors[name].offsets
+        """Offsets the connector committed (as if it ran), without a call: a sink's into its
+        consumer group when a FakeKafka is attached."""
+        connector = self.connect.connectors[name]
+        group = self.connect.sink_group(connector)
         for entry in offsets:
-            held[json.dumps(entry["partition"], sort_keys=True)] = copy.deepcopy(entry)
+            if group is not None:
+                tp = (entry["partition"]["kafka_topic"], int(entry["partition"]["kafka_partition"]))
+                self.kafka.groups.setdefault(group, {})[tp] = int(entry["offset"]["kafka_offset"])
+            else:
+                connector.offsets[json.dumps(entry["partition"], sort_keys=True)] = copy.deepcopy(entry)
 
     def offsets(self, connector: str) -> list[dict[str, Any]]:
-        """The connector's offsets as the worker holds them, in partition order."""
-        held = self.connect.connectors[connector].offsets
-        return [held[k] for k in sorted(held)]
+        """The connector's offsets as the worker holds them (a sink's in Kafka, with a FakeKafka),
+        in partition order."""
+        held = self.connect.connectors[connector]
+        group = self.connect.sink_group(held)
+        if group is not None:
+            return [
+                {"partition": {"kafka_topic": t, "kafka_partition": p}, "offset": {"kafka_offset": o}}
+                for (t, p), o in sorted(self.kafka.groups.get(group, {}).items())
+            ]
+        return [held.offsets[k] for k in sorted(held.offsets)]
 
     def state(self, connector: str) -> tuple[str, int]:
         """Connect's target state of the connector and its number of tasks."""
@@ -191,14 +207,20 @@ class ResetWorld:
 
 
 def make_reset_world(
-    monkeypatch: pytest.MonkeyPatch, *, connect: FakeConnect | None = None, max_step_attempts: int = 3
+    monkeypatch: pytest.MonkeyPatch, *, kafka: bool = False, version: str = "4.3.0", max_step_attempts: int = 3
 ) -> ResetWorld:
-    """An executor over a FakeKube holding ConnectCluster ``main`` (at :data:`URL`, no
-    ``spec.kafka``: the REST strategy) and a FakeConnect there; no checks."""
+    """An executor over a FakeKube holding ConnectCluster ``main`` (at :data:`URL`) and a
+    FakeConnect there; no checks. ``kafka``: the ConnectCluster has ``spec.kafka`` (the executor
+    then reaches a FakeKafka, which also holds the sinks' consumer groups); without it the reset
+    has no Kafka access (REST strategy only)."""
     fast_polls(monkeypatch)
-    fake = connect or FakeConnect()
+    broker = FakeKafka()
+    fake = FakeConnect(version=version, kafka=broker if kafka else None)
     kube = FakeKube()
-    kube.add_connect_cluster(NAMESPACE, CLUSTER, {"restUrl": URL})
+    cluster: dict[str, Any] = {"restUrl": URL}
+    if kafka:
+        cluster["kafka"] = {"bootstrapServers": BOOTSTRAP}
+    kube.add_connect_cluster(NAMESPACE, CLUSTER, cluster)
 
     def client_factory(
         base_url: str,
@@ -217,6 +239,12 @@ def make_reset_world(
     real_kube = cast(KubeClient, kube)  # FakeKube implements ResetKubeApi, what these call
     clusters = ClusterRegistry(real_kube, config, client_factory=client_factory)
     executor = OffsetResetExecutor(
-        real_kube, clusters, config, checks=None, max_step_attempts=max_step_attempts, stop_timeout=0.05
+        real_kube,
+        clusters,
+        config,
+        checks=None,
+        max_step_attempts=max_step_attempts,
+        stop_timeout=0.05,
+        kafka_factory=broker.factory,
     )
-    return ResetWorld(executor, kube, fake)
+    return ResetWorld(executor, kube, fake, broker)

@@ -15,11 +15,13 @@ import pytest
 import yaml
 
 from connectops.adapters.connect_rest import ConnectRejected, ConnectUnavailable
+from connectops.adapters.kafka import GroupActive
 from connectops.adapters.kube import KubeObjectMissing
 from connectops.errors import NotReadyYet
 from connectops.planning.ownership import Claim
 from tests.doubles.connect import FILE_SINK, FILE_SOURCE, MSG_ALTERED, MSG_RESET, Call
 from tests.reconcilers.reset_world import (
+    BOOTSTRAP,
     CLUSTER,
     NAMESPACE,
     RESET,
@@ -688,3 +690,138 @@ async def test_restore_refuses_a_backup_of_another_connector(world: ResetWorld) 
     assert world.steps()["inspect"] == "Failed"
     assert f"holds no offsets for {NAME}" in world.condition("Succeeded")["message"]
     assert world.kube.leases == {}
+
+
+# -- Kafka access: sinks' consumer groups, set-to actions -----------------------------------------
+
+GROUP_OFFSETS = {("orders", 0): 10, ("orders", 1): 20, ("orders", 2): 30}
+
+
+def kafka_world(monkeypatch: pytest.MonkeyPatch, *, version: str = "3.5.1", **kw: Any) -> ResetWorld:
+    """ConnectCluster with spec.kafka; a 3.5 worker can stop but has no offsets PATCH/DELETE,
+    so ``auto`` resolves to the tombstone strategy (a sink: its consumer group)."""
+    world = make_reset_world(monkeypatch, kafka=True, version=version, **kw)
+    world.kafka.create_topic("orders", 3)
+    world.seed("sink", SINK_CONFIG, SINK_OFFSETS)
+    assert world.kafka.groups == {"connect-sink": GROUP_OFFSETS}
+    world.connect.calls.clear()
+    return world
+
+
+async def test_sink_reset_deletes_its_consumer_group(monkeypatch: pytest.MonkeyPatch) -> None:
+    world = kafka_world(monkeypatch)
+    world.create(reset_spec(connectorName="sink"))
+    assert await world.run() is True
+
+    assert world.kafka.opened == [(BOOTSTRAP, {})]
+    assert "connect-sink" not in world.kafka.groups
+    assert world.offsets("sink") == []
+    assert ("delete_group", ("connect-sink",)) in world.kafka.calls
+    assert world.writes() == ["stop", "resume"]  # no offsets call to Connect
+    assert world.state("sink") == ("STARTED", 1)
+    assert world.kube.leases == {}
+    backup = world.backup()["connectors"]["sink"]
+    assert backup["group"] == "connect-sink"
+    assert backup["groupOffsets"] == [["orders", 0, 10], ["orders", 1, 20], ["orders", 2, 30]]
+    status = world.status()
+    assert (status["phase"], status["strategy"]) == ("Succeeded", "tombstone")
+    assert [(c["call"], c["state"]) for c in status["changes"]] == [("delete group", "Done")]
+    assert world.steps() == ALL_DONE
+
+    # and back, from the backup: the group's offsets committed again
+    world.create(reset_spec(connectorName="sink", action="restore", restoreFrom=world.backup_name()), name="back")
+    assert await world.run("back") is True
+    assert world.kafka.groups["connect-sink"] == GROUP_OFFSETS
+    assert world.status("back")["phase"] == "Succeeded"
+    assert [(c["call"], c["partitions"]) for c in world.status("back")["changes"]] == [("commit group offsets", 3)]
+
+
+async def test_sink_alter_commits_only_the_named_partitions(monkeypatch: pytest.MonkeyPatch) -> None:
+    world = kafka_world(monkeypatch)
+    world.create(reset_spec(connectorName="sink", action="alter", offsets=[sink_entry(1, 7)]))
+    assert await world.run() is True
+
+    assert world.kafka.groups["connect-sink"] == {("orders", 0): 10, ("orders", 1): 7, ("orders", 2): 30}
+    assert ("alter_group_offsets", ("connect-sink", {("orders", 1): 7})) in world.kafka.calls
+    assert world.status()["phase"] == "Succeeded"
+    assert world.state("sink") == ("STARTED", 1)
+
+
+async def test_a_group_with_members_is_retried_until_it_is_empty(monkeypatch: pytest.MonkeyPatch) -> None:
+    world = kafka_world(monkeypatch)
+    world.kafka.members["connect-sink"] = ["connector-consumer-sink-0@/10.0.0.7"]  # its task is leaving
+    world.create(reset_spec(connectorName="sink"))
+    with pytest.raises(GroupActive):
+        await world.run()
+    assert world.step("reset")["state"] == "Running"
+    assert "still has members" in world.step("reset")["message"]
+    assert world.kafka.groups["connect-sink"] == GROUP_OFFSETS
+    assert world.state("sink") == ("STOPPED", 0)
+
+    del world.kafka.members["connect-sink"]  # the task left the group
+    assert await world.run() is True
+    assert "connect-sink" not in world.kafka.groups
+    assert world.status()["phase"] == "Succeeded"
+    # the refused call stays "Started": the executor cannot tell a refusal from a lost answer here
+    assert [(c["call"], c["state"]) for c in world.status()["changes"]] == [
+        ("delete group", "Started"),
+        ("delete group", "Done"),
+    ]
+
+
+async def test_a_group_that_keeps_its_members_fails_stopped(monkeypatch: pytest.MonkeyPatch) -> None:
+    world = kafka_world(monkeypatch, max_step_attempts=2)
+    world.kafka.members["connect-sink"] = ["connector-consumer-sink-0@/10.0.0.7"]
+    world.create(reset_spec(connectorName="sink"))
+    assert await world.drive() is True
+
+    assert [type(e) for e in world.errors] == [GroupActive]
+    assert world.kafka.groups["connect-sink"] == GROUP_OFFSETS  # nothing changed …
+    assert world.state("sink") == ("STOPPED", 0)  # … yet the refused calls count as "may have changed"
+    assert world.lock("sink") is not None
+    cond = world.condition("Succeeded")
+    assert cond["reason"] == "ResetFailed"
+    assert "stay STOPPED and locked" in cond["message"]
+    assert yaml.safe_load(world.status()["restoreManifest"])["spec"]["strategy"] == "tombstone"
+
+
+async def test_to_latest_on_named_topics_leaves_the_others(monkeypatch: pytest.MonkeyPatch) -> None:
+    world = make_reset_world(monkeypatch, kafka=True)  # 4.3: the REST strategy, Kafka for ListOffsets
+    world.kafka.create_topic("orders", 2)
+    world.kafka.create_topic("payments", 1)
+    world.kafka.produce("orders", 0, 5)
+    world.kafka.produce("orders", 1, 3)
+    world.kafka.produce("payments", 0, 9)
+    config = {**SINK_CONFIG, "topics": "orders,payments"}
+    world.seed(
+        "sink",
+        config,
+        [sink_entry(0, 1), {**sink_entry(0, 2), "partition": {"kafka_topic": "payments", "kafka_partition": 0}}],
+    )
+    world.connect.calls.clear()
+    world.create(reset_spec(connectorName="sink", action="toLatest", topics=["orders"]))
+    assert await world.run() is True
+
+    latest = [sink_entry(0, 5), sink_entry(1, 3)]
+    assert world.connect.writes()[1] == Call("patch_offsets", ("sink", latest))
+    assert world.offsets("sink") == [
+        *latest,
+        {"partition": {"kafka_topic": "payments", "kafka_partition": 0}, "offset": {"kafka_offset": 2}},
+    ]
+    plan = world.status()["plan"]
+    assert plan["entries"] == {"sink": latest}
+    assert plan["scope"]["sink"]["topics"] == ["orders"]
+    assert plan["scope"]["sink"]["untouchedTopics"] == ["payments"]
+    assert plan["scope"]["sink"]["untouchedPartitions"] == 1
+    assert world.status()["strategy"] == "rest"
+    assert world.status()["phase"] == "Succeeded"
+
+
+async def test_a_set_to_action_on_a_topic_the_sink_does_not_read_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    world = kafka_world(monkeypatch, version="4.3.0")
+    world.create(reset_spec(connectorName="sink", action="toEarliest", topics=["payments"]))
+    assert await world.run() is True
+    assert world.connect.writes() == []
+    assert world.steps()["inspect"] == "Failed"
+    assert "sink does not read topic(s) payments (it reads orders)" in world.condition("Succeeded")["message"]
+    assert world.kafka.groups["connect-sink"] == GROUP_OFFSETS

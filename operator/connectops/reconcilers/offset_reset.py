@@ -58,6 +58,7 @@ from connectops.reconcilers.reset_changes import OffsetChanges, changed
 from connectops.reconcilers.reset_inspect import Inspector
 from connectops.reconcilers.reset_run import (
     PLURAL,
+    KafkaFactory,
     Run,
     StepFailed,
     Strategy,
@@ -84,8 +85,12 @@ class OffsetResetExecutor:
         checks: CheckRunner | None = None,
         max_step_attempts: int = 8,
         stop_timeout: float = 90.0,
+        kafka_factory: KafkaFactory = KafkaOffsets,
     ) -> None:
+        """``kafka_factory`` builds the Kafka access of a ConnectCluster with ``spec.kafka``
+        (tests pass one that returns an in-memory double)."""
         self._checks = checks
+        self._kafka_factory = kafka_factory
         self._kube = kube
         self._clusters = clusters
         self._settings = settings
@@ -173,7 +178,7 @@ class OffsetResetExecutor:
         if not run.status.connectors:
             run.status.connectors = self._connector_names(spec, connector)
         if cluster.spec.kafka is not None:
-            run.kafka = KafkaOffsets(cluster.spec.kafka.bootstrap_servers, cluster.kafka_config)
+            run.kafka = self._kafka_factory(cluster.spec.kafka.bootstrap_servers, cluster.kafka_config)
         await self._execute(run, body)
         return True
 

@@ -151,14 +151,17 @@ async def test_custom_objects(backend: Backend) -> None:
 
 ENTRY_0 = {"partition": {"kafka_topic": "t", "kafka_partition": 0}, "offset": None}
 ENTRY_1 = {"partition": {"kafka_topic": "t", "kafka_partition": 1}, "offset": {"kafka_offset": 5}}
+#: ENTRY_0 as the API server stores it inside a list: the null member is gone
+ENTRY_0_STORED = {"partition": {"kafka_topic": "t", "kafka_partition": 0}}
 
 
 async def test_patch_status_is_a_json_merge_patch(backend: Backend) -> None:
     """RFC 7386 as the API server applies it to a status subresource: null deletes a member,
-    objects merge recursively, lists are replaced whole (the nulls inside them kept)."""
+    objects merge recursively, lists are replaced whole; and, unlike RFC 7386, the null members of
+    objects inside a list are dropped (a KIP-875 entry's ``offset: null`` does not survive)."""
     ns = backend.namespace
     backend.add_object("offsetresets", "OffsetReset", "r1", RESET_SPEC)
-    first = {
+    first: dict[str, Any] = {
         "phase": "Running",
         "currentStep": "lock",
         "connectors": ["orders"],
@@ -172,7 +175,11 @@ async def test_patch_status_is_a_json_merge_patch(backend: Backend) -> None:
         "executedSpec": {"action": "alter", "offsets": [ENTRY_0]},
     }
     await backend.api.patch_status(ns, "offsetresets", "r1", first)
-    assert (await backend.api.custom_object(ns, "offsetresets", "r1"))["status"] == first
+    assert (await backend.api.custom_object(ns, "offsetresets", "r1"))["status"] == {
+        **first,
+        "plan": {**first["plan"], "entries": {"orders": [ENTRY_0_STORED, ENTRY_1]}},
+        "executedSpec": {"action": "alter", "offsets": [ENTRY_0_STORED]},
+    }
 
     await backend.api.patch_status(
         ns,
@@ -192,7 +199,7 @@ async def test_patch_status_is_a_json_merge_patch(backend: Backend) -> None:
         "connectors": ["orders"],
         "steps": [{"name": "lock", "state": "Done", "attempts": 1}],
         "plan": {"strategy": "rest", "entries": {"orders": [ENTRY_1]}, "currentCounts": {"orders": 2}},
-        "executedSpec": {"action": "alter", "offsets": [ENTRY_0]},
+        "executedSpec": {"action": "alter", "offsets": [ENTRY_0_STORED]},
     }
     assert obj["metadata"]["generation"] == 1  # a status write is not a spec change
     assert obj["spec"]["connectorName"] == "orders"
@@ -215,6 +222,7 @@ async def test_config_map_is_created_never_replaced(backend: Backend) -> None:
         ns, "backup-1", data={"backup.json": "later"}, annotations={"connectops.io/offset-reset-uid": "u-2"}
     )
     cm = await backend.api.config_map(ns, "backup-1")
+    assert cm.metadata is not None
     assert cm.data == {"backup.json": '{"version": 1}'}
     assert cm.binary_data is None
     assert (cm.metadata.name, cm.metadata.labels, cm.metadata.annotations) == ("backup-1", labels, annotations)
@@ -223,6 +231,7 @@ async def test_config_map_is_created_never_replaced(backend: Backend) -> None:
         ns, "backup-2", binary_data={"backup.json.gz": "H4sIAAAAAAAAA6uuBQBDv6ajAgAAAA=="}
     )
     cm = await backend.api.config_map(ns, "backup-2")
+    assert cm.metadata is not None
     assert cm.data is None
     assert cm.binary_data == {"backup.json.gz": "H4sIAAAAAAAAA6uuBQBDv6ajAgAAAA=="}
     assert (cm.metadata.labels, cm.metadata.annotations) == (None, None)  # empty maps are not kept

@@ -4,7 +4,8 @@ answers and typed errors: Secrets for ``configFrom`` and a ConnectCluster's cred
 ConnectCluster itself, the offset-reset Lease lock (acquire, release, transfer), custom objects
 (Connector and OffsetReset objects, read and listed), their status written as a JSON merge patch
 (RFC 7386, as the API server applies it: ``null`` deletes a member, objects merge recursively,
-lists are replaced whole, nulls inside them included), and ConfigMaps created but never replaced
+lists are replaced whole, and, unlike RFC 7386, null members of the objects inside a list are
+dropped), and ConfigMaps created but never replaced
 (the reset backups). ``tests/adapters/test_kube_contract.py`` holds it and the real client against
 a real kube-apiserver to the same scenarios.
 
@@ -67,8 +68,23 @@ class ResetKubeApi(ConnectorKubeApi, Protocol):
     ) -> Lock: ...
 
 
+def _prune_nulls(value: Any) -> Any:
+    """What the API server stores of a list in a merge patch: the members of every object in it
+    whose value is null are dropped, at any depth (null elements of the list itself stay)."""
+    if isinstance(value, dict):
+        return {k: _prune_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_prune_nulls(v) for v in value]
+    return value
+
+
 def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch: ``patch`` applied to ``target`` (neither is changed)."""
+    """A JSON merge patch as the API server applies it (``patch`` applied to ``target``, neither
+    changed): RFC 7386 (null deletes a member, objects merge recursively, a list replaces the
+    stored one whole), except that the null members of objects inside a list are dropped too
+    (evanphx/json-patch prunes them; RFC 7386 would keep them). The contract test pins this."""
+    if isinstance(patch, list):
+        return _prune_nulls(patch)
     if not isinstance(patch, dict):
         return copy.deepcopy(patch)
     result = dict(target) if isinstance(target, dict) else {}

@@ -1,5 +1,6 @@
-"""The Kubernetes calls of the Connector reconciler and the ClusterRegistry, one contract for
-``FakeKube`` and for ``KubeClient`` against the real kube-apiserver: same values, same errors."""
+"""The Kubernetes calls of the Connector reconciler, the ClusterRegistry and the OffsetReset
+executor, one contract for ``FakeKube`` and for ``KubeClient`` against the real kube-apiserver:
+same values, same errors, the same JSON merge patch semantics for status."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import kubernetes
 import pytest
 
 from connectops.adapters.kube import KubeClient, KubeObjectMissing, LockHeld, SecretKeyMissing
-from tests.doubles.kube import ConnectorKubeApi, FakeKube
+from tests.doubles.kube import FakeKube, ResetKubeApi
 from tests.e2e.conftest import GROUP, VERSION, crds
 
 __all__ = ["crds"]  # the session fixture that installs the CRDs, for the real half
@@ -25,7 +26,7 @@ SPEC = {"restUrl": "http://connect.example:8083", "requestTimeoutSeconds": 5}
 
 @dataclass
 class Backend:
-    api: ConnectorKubeApi
+    api: ResetKubeApi
     namespace: str
     fake: FakeKube | None
     client: Any = None
@@ -47,6 +48,15 @@ class Backend:
         body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "ConnectCluster", "metadata": {"name": name}, "spec": spec}
         kubernetes.client.CustomObjectsApi(self.client).create_namespaced_custom_object(
             GROUP, VERSION, self.namespace, "connectclusters", body
+        )
+
+    def add_object(self, plural: str, kind: str, name: str, spec: dict[str, Any]) -> None:
+        if self.fake is not None:
+            self.fake.add_object(self.namespace, plural, kind, name, spec)
+            return
+        body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": kind, "metadata": {"name": name}, "spec": spec}
+        kubernetes.client.CustomObjectsApi(self.client).create_namespaced_custom_object(
+            GROUP, VERSION, self.namespace, plural, body
         )
 
 
@@ -116,3 +126,139 @@ async def test_reset_lock(backend: Backend) -> None:
     assert await backend.api.lock_holder(ns, "kafka/abc", connector) is not None
     await backend.api.release_lock(ns, "kafka/abc", connector, holder)
     assert await backend.api.lock_holder(ns, "kafka/abc", connector) is None
+
+
+CONNECTOR_SPEC = {"clusterRef": {"name": "main"}, "class": "FileStreamSource", "config": {"topic": "t"}}
+RESET_SPEC = {"connectorName": "orders", "clusterRef": {"name": "main"}, "action": "reset"}
+
+
+async def test_custom_objects(backend: Backend) -> None:
+    ns = backend.namespace
+    assert await backend.api.custom_objects(ns, "connectors") == []
+    backend.add_object("connectors", "Connector", "zeta", CONNECTOR_SPEC)
+    backend.add_object("connectors", "Connector", "alpha", {**CONNECTOR_SPEC, "connectorName": "other"})
+    listed = await backend.api.custom_objects(ns, "connectors")
+    assert [o["metadata"]["name"] for o in listed] == ["alpha", "zeta"]  # listed by name
+    assert listed[0]["spec"]["connectorName"] == "other"
+    obj = await backend.api.custom_object(ns, "connectors", "zeta")
+    assert (obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["generation"]) == ("Connector", ns, 1)
+    assert obj["metadata"]["uid"]
+    assert obj["spec"]["config"] == {"topic": "t"}
+    assert await backend.api.custom_objects(ns, "offsetresets") == []
+    with pytest.raises(KubeObjectMissing, match=f"connectors {ns}/nope not found"):
+        await backend.api.custom_object(ns, "connectors", "nope")
+
+
+ENTRY_0 = {"partition": {"kafka_topic": "t", "kafka_partition": 0}, "offset": None}
+ENTRY_1 = {"partition": {"kafka_topic": "t", "kafka_partition": 1}, "offset": {"kafka_offset": 5}}
+#: ENTRY_0 as the API server stores it inside a list: the null member is gone
+ENTRY_0_STORED = {"partition": {"kafka_topic": "t", "kafka_partition": 0}}
+
+
+async def test_patch_status_is_a_json_merge_patch(backend: Backend) -> None:
+    """RFC 7386 as the API server applies it to a status subresource: null deletes a member,
+    objects merge recursively, lists are replaced whole; and, unlike RFC 7386, the null members of
+    objects inside a list are dropped (a KIP-875 entry's ``offset: null`` does not survive)."""
+    ns = backend.namespace
+    backend.add_object("offsetresets", "OffsetReset", "r1", RESET_SPEC)
+    first: dict[str, Any] = {
+        "phase": "Running",
+        "currentStep": "lock",
+        "connectors": ["orders"],
+        "steps": [{"name": "lock", "state": "Running", "attempts": 1}, {"name": "inspect", "state": "Pending"}],
+        "plan": {
+            "strategy": "rest",
+            "workerVersion": "4.3.0",
+            "entries": {"orders": [ENTRY_0, ENTRY_1]},
+            "currentCounts": {"orders": 2, "other": 1},
+        },
+        "executedSpec": {"action": "alter", "offsets": [ENTRY_0]},
+    }
+    await backend.api.patch_status(ns, "offsetresets", "r1", first)
+    assert (await backend.api.custom_object(ns, "offsetresets", "r1"))["status"] == {
+        **first,
+        "plan": {**first["plan"], "entries": {"orders": [ENTRY_0_STORED, ENTRY_1]}},
+        "executedSpec": {"action": "alter", "offsets": [ENTRY_0_STORED]},
+    }
+
+    await backend.api.patch_status(
+        ns,
+        "offsetresets",
+        "r1",
+        {
+            "currentStep": None,
+            "pendingResume": True,
+            "steps": [{"name": "lock", "state": "Done", "attempts": 1}],
+            "plan": {"workerVersion": None, "currentCounts": {"other": None}, "entries": {"orders": [ENTRY_1]}},
+        },
+    )
+    obj = await backend.api.custom_object(ns, "offsetresets", "r1")
+    assert obj["status"] == {
+        "phase": "Running",
+        "pendingResume": True,
+        "connectors": ["orders"],
+        "steps": [{"name": "lock", "state": "Done", "attempts": 1}],
+        "plan": {"strategy": "rest", "entries": {"orders": [ENTRY_1]}, "currentCounts": {"orders": 2}},
+        "executedSpec": {"action": "alter", "offsets": [ENTRY_0_STORED]},
+    }
+    assert obj["metadata"]["generation"] == 1  # a status write is not a spec change
+    assert obj["spec"]["connectorName"] == "orders"
+    await backend.api.patch_status(ns, "offsetresets", "r1", {"plan": None, "steps": []})
+    status = (await backend.api.custom_object(ns, "offsetresets", "r1"))["status"]
+    assert "plan" not in status
+    assert status["steps"] == []
+    with pytest.raises(KubeObjectMissing, match=f"offsetresets {ns}/nope status not found"):
+        await backend.api.patch_status(ns, "offsetresets", "nope", {"phase": "Running"})
+
+
+async def test_config_map_is_created_never_replaced(backend: Backend) -> None:
+    ns = backend.namespace
+    labels = {"connectops.io/backup": "offsets"}
+    annotations = {"connectops.io/offset-reset-uid": "u-1"}
+    assert await backend.api.create_config_map(
+        ns, "backup-1", data={"backup.json": '{"version": 1}'}, labels=labels, annotations=annotations
+    )
+    assert not await backend.api.create_config_map(
+        ns, "backup-1", data={"backup.json": "later"}, annotations={"connectops.io/offset-reset-uid": "u-2"}
+    )
+    cm = await backend.api.config_map(ns, "backup-1")
+    assert cm.metadata is not None
+    assert cm.data == {"backup.json": '{"version": 1}'}
+    assert cm.binary_data is None
+    assert (cm.metadata.name, cm.metadata.labels, cm.metadata.annotations) == ("backup-1", labels, annotations)
+
+    assert await backend.api.create_config_map(
+        ns, "backup-2", binary_data={"backup.json.gz": "H4sIAAAAAAAAA6uuBQBDv6ajAgAAAA=="}
+    )
+    cm = await backend.api.config_map(ns, "backup-2")
+    assert cm.metadata is not None
+    assert cm.data is None
+    assert cm.binary_data == {"backup.json.gz": "H4sIAAAAAAAAA6uuBQBDv6ajAgAAAA=="}
+    assert (cm.metadata.labels, cm.metadata.annotations) == (None, None)  # empty maps are not kept
+    with pytest.raises(KubeObjectMissing, match=f"ConfigMap {ns}/nope not found"):
+        await backend.api.config_map(ns, "nope")
+
+
+async def test_reset_lock_transfer(backend: Backend) -> None:
+    ns = backend.namespace
+    owner = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "OffsetReset", "name": "r1", "uid": str(uuid.uuid4())}
+    failed, restore, other = "holder/failed", "holder/restore", "holder/other"
+    with pytest.raises(KubeObjectMissing, match="not found"):
+        await backend.api.transfer_lock(ns, "main", "orders", failed, restore, owner)
+    await backend.api.acquire_lock(ns, "main", "orders", failed, owner)
+    moved = await backend.api.transfer_lock(ns, "main", "orders", failed, restore, owner)
+    assert moved.holder == restore
+    assert moved.acquired_at
+    held = await backend.api.lock_holder(ns, "main", "orders")
+    assert held is not None
+    assert held.holder == restore
+    # taken over already: idempotent for the new holder
+    again = await backend.api.transfer_lock(ns, "main", "orders", failed, restore, owner)
+    assert (again.holder, again.acquired_at) == (restore, None)
+    # held by someone else than the expected previous holder: refused, unchanged
+    with pytest.raises(LockHeld) as refused:
+        await backend.api.transfer_lock(ns, "main", "orders", failed, other, owner)
+    assert refused.value.holder == restore
+    held = await backend.api.lock_holder(ns, "main", "orders")
+    assert held is not None
+    assert held.holder == restore

@@ -19,9 +19,15 @@ Modelled (each checked against the real worker by the contract test):
   for its config (FileStreamSink to a directory) fails again after every restart until the config
   changes;
 - offsets (KIP-875): readable in any state; altered or reset only when STOPPED (400 otherwise).
+  With a :class:`~tests.doubles.kafka.FakeKafka` attached, a sink's offsets are its consumer
+  group's committed offsets there (``connect-<name>`` unless ``consumer.override.group.id``), as
+  the worker reads and writes them through the admin client; otherwise they are kept here.
 
 Faults a test injects: the worker unreachable or starting (KIP-1017), one-shot errors on a named
-call (a rebalance the client's retries did not outlast), a failed task or connector. Every call
+call (a rebalance the client's retries did not outlast), an answer lost after the call took effect
+(a timeout or a 5xx after the write), a failed task or connector, a stop that the status shows
+late (``PUT /stop`` answers 202 before the herder has stopped the tasks), offsets writes that are
+acknowledged and not applied (to exercise a caller's read-back). Every call
 is recorded in :attr:`FakeConnect.calls`; :meth:`FakeConnect.writes` lists the ones that change
 something.
 """
@@ -48,6 +54,8 @@ from connectops.adapters.connect_rest import (
     WorkerHealth,
 )
 from connectops.planning.connector import capabilities_for
+from connectops.planning.offset_reset import sink_group
+from tests.doubles.kafka import FakeKafka
 
 JSONDict = dict[str, Any]
 
@@ -161,6 +169,10 @@ class FakeConnector:
     #: (connector restarts, task id -> restarts), for assertions
     connector_restarts: int = 0
     task_restarts: dict[int, int] = field(default_factory=dict)
+    #: status reads that still show the state from before a stop (see FakeConnect.lag_stop)
+    stop_lag: int = 0
+    lagging_status: ConnectorState | None = None
+    lagging_reads: int = 0
 
     def task_ids(self) -> list[int]:
         return [] if self.target == "STOPPED" else list(range(self.task_configs))
@@ -214,8 +226,11 @@ class FakeConnect:
         plugins: tuple[FakePlugin, ...] = DEFAULT_PLUGINS,
         override_policy: str = "All",
         worker_id: str = "127.0.0.1:8083",
+        kafka: FakeKafka | None = None,
     ) -> None:
         self.version = version
+        #: the Kafka cluster behind the workers, where sinks' consumer groups live (optional)
+        self.kafka = kafka
         self.kafka_cluster_id = kafka_cluster_id
         self.plugins = list(plugins)
         self.override_policy = override_policy
@@ -225,6 +240,9 @@ class FakeConnect:
         #: "up", "down" (nothing answers) or "starting" (KIP-1017: 503 until ready)
         self.mode = "up"
         self._faults: dict[str, list[ConnectError]] = {}
+        self._lost_answers: dict[str, list[ConnectError]] = {}
+        #: offsets PATCH/DELETE answer success and change nothing (a worker not applying them)
+        self.ignore_offset_writes = False
         self.closed = False
 
     # -- test controls --------------------------------------------------------------------------
@@ -236,6 +254,15 @@ class FakeConnect:
     def fail_next(self, method: str, error: ConnectError, times: int = 1) -> None:
         """The next ``times`` calls of ``method`` raise ``error`` (and change nothing)."""
         self._faults.setdefault(method, []).extend([error] * times)
+
+    def lose_answer(self, method: str, error: ConnectError, times: int = 1) -> None:
+        """The next ``times`` calls of ``method`` take effect, then raise ``error`` (the answer lost)."""
+        self._lost_answers.setdefault(method, []).extend([error] * times)
+
+    def lag_stop(self, name: str, reads: int) -> None:
+        """After the next stops of ``name``, ``reads`` status reads still show the state from
+        before the stop (running tasks); a huge number is a stop that never completes."""
+        self.connectors[name].stop_lag = reads
 
     def fail_task(
         self, name: str, task: int, trace: str = "java.lang.RuntimeException: boom", *, sticky: bool = False
@@ -268,6 +295,12 @@ class FakeConnect:
         queued = self._faults.get(method)
         if queued:
             raise queued.pop(0)
+
+    def _answer(self, method: str) -> None:
+        """After a call took effect: raise if the test lost its answer."""
+        lost = self._lost_answers.get(method)
+        if lost:
+            raise lost.pop(0)
 
     def _get(self, name: str, operation: str) -> FakeConnector:
         connector = self.connectors.get(name)
@@ -404,7 +437,12 @@ class FakeConnect:
     async def get_status(self, name: str) -> ConnectorState | None:
         self._enter("get_status", name)
         connector = self.connectors.get(name)
-        return None if connector is None else connector.state(self.worker_id)
+        if connector is None:
+            return None
+        if connector.lagging_reads > 0 and connector.lagging_status is not None:
+            connector.lagging_reads -= 1
+            return connector.lagging_status
+        return connector.state(self.worker_id)
 
     async def create(self, name: str, config: dict[str, str], initial_state: str | None = None) -> None:
         self._enter("create", name, dict(config), initial_state)
@@ -441,24 +479,32 @@ class FakeConnect:
 
     async def pause(self, name: str) -> None:
         self._enter("pause", name)
-        self._get(name, "pause").target = "PAUSED"
+        connector = self._get(name, "pause")
+        connector.target = "PAUSED"
+        connector.lagging_reads = 0
 
     async def resume(self, name: str) -> None:
         self._enter("resume", name)
         connector = self._get(name, "resume")
         was = connector.target
         connector.target = "STARTED"
+        connector.lagging_reads = 0
         if was == "STOPPED" or not connector.task_configs:
             connector.start_tasks()  # tasks are made anew from the config
+        self._answer("resume")
 
     async def stop(self, name: str) -> None:
         self._enter("stop", name)
         if not self._caps().stop:
             raise ConnectNotFound("stop: HTTP 404: HTTP 404 Not Found", status=404, operation="stop")
         connector = self._get(name, "stop")
+        if connector.stop_lag and connector.target != "STOPPED":
+            connector.lagging_status = connector.state(self.worker_id)
+            connector.lagging_reads = connector.stop_lag
         connector.target = "STOPPED"
         connector.task_configs = 0
         connector.task_failures.clear()
+        self._answer("stop")
 
     async def restart(self, name: str, *, include_tasks: bool, only_failed: bool) -> None:
         self._enter("restart", name, include_tasks, only_failed)
@@ -497,25 +543,62 @@ class FakeConnect:
             raise ConnectRejected(f"{operation}: HTTP 400: {MSG_NOT_STOPPED}", status=400, operation=operation)
         return connector
 
+    def sink_group(self, connector: FakeConnector) -> str | None:
+        """The consumer group holding a sink's offsets, when a FakeKafka holds them."""
+        if self.kafka is None or connector.plugin.type != "sink":
+            return None
+        return sink_group(connector.name, connector.config)
+
     async def get_offsets(self, name: str) -> list[JSONDict]:
         self._enter("get_offsets", name)
         connector = self._get(name, "get offsets")
+        group = self.sink_group(connector)
+        if group is not None:
+            assert self.kafka is not None
+            return [
+                {"partition": {"kafka_topic": t, "kafka_partition": p}, "offset": {"kafka_offset": o}}
+                for (t, p), o in sorted(self.kafka.groups.get(group, {}).items())
+            ]
         return [dict(entry) for entry in connector.offsets.values()]
 
     async def patch_offsets(self, name: str, offsets: list[JSONDict]) -> str:
         self._enter("patch_offsets", name, [dict(o) for o in offsets])
         connector = self._stopped(name, "alter offsets")
+        if self.ignore_offset_writes:
+            return MSG_ALTERED
+        group = self.sink_group(connector)
+        if group is not None:
+            assert self.kafka is not None
+            committed = self.kafka.groups.setdefault(group, {})
+            for entry in offsets:
+                tp = (entry["partition"]["kafka_topic"], int(entry["partition"]["kafka_partition"]))
+                if entry.get("offset") is None:
+                    committed.pop(tp, None)
+                else:
+                    committed[tp] = int(entry["offset"]["kafka_offset"])
+            self._answer("patch_offsets")
+            return MSG_ALTERED
         for entry in offsets:
             key = json.dumps(entry["partition"], sort_keys=True)
             if entry.get("offset") is None:
                 connector.offsets.pop(key, None)
             else:
                 connector.offsets[key] = {"partition": dict(entry["partition"]), "offset": dict(entry["offset"])}
+        self._answer("patch_offsets")
         return MSG_ALTERED
 
     async def delete_offsets(self, name: str) -> str:
         self._enter("delete_offsets", name)
-        self._stopped(name, "reset offsets").offsets.clear()
+        connector = self._stopped(name, "reset offsets")
+        group = self.sink_group(connector)
+        if self.ignore_offset_writes:
+            pass
+        elif group is not None:
+            assert self.kafka is not None
+            self.kafka.groups.pop(group, None)
+        else:
+            connector.offsets.clear()
+        self._answer("delete_offsets")
         return MSG_RESET
 
 

@@ -1,17 +1,36 @@
 """``FakeKube``: the part of :class:`connectops.adapters.kube.KubeClient` that the Connector
-reconciler and the ClusterRegistry call (Secrets for ``configFrom`` and a ConnectCluster's
-credentials, the ConnectCluster itself, the offset-reset Lease lock), in memory, with the same
-answers and typed errors. ``tests/adapters/test_kube_contract.py`` holds it and the real client
-against a real kube-apiserver to the same scenarios.
+reconciler, the ClusterRegistry and the OffsetReset executor call, in memory, with the same
+answers and typed errors: Secrets for ``configFrom`` and a ConnectCluster's credentials, the
+ConnectCluster itself, the offset-reset Lease lock (acquire, release, transfer), custom objects
+(Connector and OffsetReset objects, read and listed), their status written as a JSON merge patch
+(RFC 7386, as the API server applies it: ``null`` deletes a member, objects merge recursively,
+lists are replaced whole, and, unlike RFC 7386, null members of the objects inside a list are
+dropped), and ConfigMaps created but never replaced
+(the reset backups). ``tests/adapters/test_kube_contract.py`` holds it and the real client against
+a real kube-apiserver to the same scenarios.
+
+Not modelled: the CRDs' schema (defaults, pruning of unknown fields, validation); tests store
+objects the way the real API server would return them.
 """
 
 from __future__ import annotations
 
 import copy
+import itertools
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from connectops.adapters.kube import KubeClient, KubeObjectMissing, Lock, LockHeld, SecretKeyMissing, lock_name
+from kubernetes import client
+
+from connectops.adapters.kube import (
+    KubeClient,
+    KubeError,
+    KubeObjectMissing,
+    Lock,
+    LockHeld,
+    SecretKeyMissing,
+    lock_name,
+)
 
 
 class ConnectorKubeApi(Protocol):
@@ -27,6 +46,56 @@ class ConnectorKubeApi(Protocol):
     async def release_lock(self, namespace: str, cluster: str, connector: str, holder: str) -> None: ...
 
 
+class ResetKubeApi(ConnectorKubeApi, Protocol):
+    """What the OffsetReset executor calls besides: its objects, their status, backups, lock hand-over."""
+
+    async def custom_object(self, namespace: str, plural: str, name: str) -> dict[str, Any]: ...
+    async def custom_objects(self, namespace: str, plural: str) -> list[dict[str, Any]]: ...
+    async def patch_status(self, namespace: str, plural: str, name: str, status: dict[str, Any]) -> None: ...
+    async def config_map(self, namespace: str, name: str) -> client.V1ConfigMap: ...
+    async def create_config_map(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        data: dict[str, str] | None = None,
+        binary_data: dict[str, str] | None = None,
+        labels: dict[str, str] | None = None,
+        annotations: dict[str, str] | None = None,
+    ) -> bool: ...
+    async def transfer_lock(
+        self, namespace: str, cluster: str, connector: str, from_holder: str, to_holder: str, owner: dict[str, Any]
+    ) -> Lock: ...
+
+
+def _prune_nulls(value: Any) -> Any:
+    """What the API server stores of a list in a merge patch: the members of every object in it
+    whose value is null are dropped, at any depth (null elements of the list itself stay)."""
+    if isinstance(value, dict):
+        return {k: _prune_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_prune_nulls(v) for v in value]
+    return value
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """A JSON merge patch as the API server applies it (``patch`` applied to ``target``, neither
+    changed): RFC 7386 (null deletes a member, objects merge recursively, a list replaces the
+    stored one whole), except that the null members of objects inside a list are dropped too
+    (evanphx/json-patch prunes them; RFC 7386 would keep them). The contract test pins this."""
+    if isinstance(patch, list):
+        return _prune_nulls(patch)
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
 class FakeKube:
     def __init__(self) -> None:
         #: (namespace, name) -> decoded data
@@ -35,7 +104,15 @@ class FakeKube:
         self.connect_clusters: dict[tuple[str, str], dict[str, Any]] = {}
         #: (namespace, lease name) -> Lock
         self.leases: dict[tuple[str, str], Lock] = {}
+        #: (namespace, plural, name) -> a custom object of this operator's group (not ConnectClusters)
+        self.objects: dict[tuple[str, str, str], dict[str, Any]] = {}
+        #: (namespace, name) -> ConfigMap
+        self.config_maps: dict[tuple[str, str], client.V1ConfigMap] = {}
+        #: every status patch sent, in order: (namespace, plural, name, patch)
+        self.status_patches: list[tuple[str, str, str, dict[str, Any]]] = []
         self.calls: list[tuple[str, tuple[Any, ...]]] = []
+        self._faults: dict[str, list[KubeError]] = {}
+        self._uids = itertools.count(1)
 
     # -- test controls --------------------------------------------------------------------------
 
@@ -50,13 +127,63 @@ class FakeKube:
             "spec": copy.deepcopy(spec),
         }
 
+    def add_object(self, namespace: str, plural: str, kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+        """A custom object as the API server returns it after a create (generation 1, a uid)."""
+        obj = {
+            "apiVersion": "connectops.io/v1alpha1",
+            "kind": kind,
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "uid": f"{next(self._uids):08d}-fake-{name}",
+                "generation": 1,
+                "resourceVersion": "1",
+                "creationTimestamp": "2024-05-01T10:00:00Z",
+            },
+            "spec": copy.deepcopy(spec),
+        }
+        self.objects[(namespace, plural, name)] = obj
+        return copy.deepcopy(obj)
+
+    def replace_spec(self, namespace: str, plural: str, name: str, spec: dict[str, Any]) -> None:
+        """kubectl apply of a new spec: the generation moves on when the spec changes."""
+        obj = self.objects[(namespace, plural, name)]
+        if obj["spec"] != spec:
+            obj["spec"] = copy.deepcopy(spec)
+            obj["metadata"]["generation"] += 1
+            self._bump(obj)
+
+    def add_config_map(
+        self, namespace: str, name: str, data: dict[str, str], *, annotations: dict[str, str] | None = None
+    ) -> None:
+        """A ConfigMap someone else made."""
+        self.config_maps[(namespace, name)] = client.V1ConfigMap(
+            metadata=client.V1ObjectMeta(name=name, namespace=namespace, annotations=dict(annotations or {})),
+            data=dict(data),
+        )
+
+    def fail_next(self, method: str, error: KubeError, times: int = 1) -> None:
+        """The next ``times`` calls of ``method`` raise ``error`` (and change nothing)."""
+        self._faults.setdefault(method, []).extend([error] * times)
+
+    def _enter(self, method: str, *args: Any) -> None:
+        self.calls.append((method, args))
+        queued = self._faults.get(method)
+        if queued:
+            raise queued.pop(0)
+
+    @staticmethod
+    def _bump(obj: dict[str, Any]) -> None:
+        meta = obj["metadata"]
+        meta["resourceVersion"] = str(int(meta.get("resourceVersion", "0")) + 1)
+
     # -- the adapter's interface ----------------------------------------------------------------
 
     async def secret_value(self, namespace: str, name: str, key: str) -> str:
         return (await self.secret_values(namespace, name, [key]))[key]
 
     async def secret_values(self, namespace: str, name: str, keys: list[str]) -> dict[str, str]:
-        self.calls.append(("secret_values", (namespace, name, tuple(keys))))
+        self._enter("secret_values", namespace, name, tuple(keys))
         data = self.secrets.get((namespace, name))
         if data is None:
             raise KubeObjectMissing(f"Secret {namespace}/{name} not found")
@@ -66,20 +193,20 @@ class FakeKube:
         return {key: data[key] for key in keys}
 
     async def connect_cluster(self, namespace: str, name: str) -> dict[str, Any]:
-        self.calls.append(("connect_cluster", (namespace, name)))
+        self._enter("connect_cluster", namespace, name)
         obj = self.connect_clusters.get((namespace, name))
         if obj is None:
             raise KubeObjectMissing(f"ConnectCluster {namespace}/{name} not found")
         return copy.deepcopy(obj)
 
     async def lock_holder(self, namespace: str, cluster: str, connector: str) -> Lock | None:
-        self.calls.append(("lock_holder", (namespace, cluster, connector)))
+        self._enter("lock_holder", namespace, cluster, connector)
         return self.leases.get((namespace, lock_name(cluster, connector)))
 
     async def acquire_lock(
         self, namespace: str, cluster: str, connector: str, holder: str, owner: dict[str, Any]
     ) -> Lock:
-        self.calls.append(("acquire_lock", (namespace, cluster, connector, holder)))
+        self._enter("acquire_lock", namespace, cluster, connector, holder)
         name = lock_name(cluster, connector)
         current = self.leases.get((namespace, name))
         if current is not None:
@@ -91,13 +218,94 @@ class FakeKube:
         return lock
 
     async def release_lock(self, namespace: str, cluster: str, connector: str, holder: str) -> None:
-        self.calls.append(("release_lock", (namespace, cluster, connector, holder)))
+        self._enter("release_lock", namespace, cluster, connector, holder)
         name = lock_name(cluster, connector)
         current = self.leases.get((namespace, name))
         if current is not None and current.holder == holder:
             del self.leases[(namespace, name)]
 
+    async def transfer_lock(
+        self, namespace: str, cluster: str, connector: str, from_holder: str, to_holder: str, owner: dict[str, Any]
+    ) -> Lock:
+        self._enter("transfer_lock", namespace, cluster, connector, from_holder, to_holder)
+        name = lock_name(cluster, connector)
+        current = self.leases.get((namespace, name))
+        if current is None:
+            raise KubeObjectMissing(f"Lease {namespace}/{name} not found")
+        if current.holder == to_holder:
+            return Lock(name=name, holder=to_holder, acquired_at=None)
+        if current.holder != from_holder:
+            raise LockHeld(current.holder)
+        lock = Lock(name=name, holder=to_holder, acquired_at=datetime.now(UTC).isoformat())
+        self.leases[(namespace, name)] = lock
+        return lock
 
-#: checked by mypy: the real adapter and the double both implement the interface
+    # -- custom objects ---------------------------------------------------------------------------
+
+    async def custom_object(self, namespace: str, plural: str, name: str) -> dict[str, Any]:
+        self._enter("custom_object", namespace, plural, name)
+        if plural == "connectclusters" and (namespace, name) in self.connect_clusters:
+            return copy.deepcopy(self.connect_clusters[(namespace, name)])
+        obj = self.objects.get((namespace, plural, name))
+        if obj is None:
+            raise KubeObjectMissing(f"{plural} {namespace}/{name} not found")
+        return copy.deepcopy(obj)
+
+    async def custom_objects(self, namespace: str, plural: str) -> list[dict[str, Any]]:
+        self._enter("custom_objects", namespace, plural)
+        # the API server lists by name
+        return [
+            copy.deepcopy(obj) for (ns, pl, _), obj in sorted(self.objects.items()) if ns == namespace and pl == plural
+        ]
+
+    async def patch_status(self, namespace: str, plural: str, name: str, status: dict[str, Any]) -> None:
+        self._enter("patch_status", namespace, plural, name)
+        obj = self.objects.get((namespace, plural, name))
+        if obj is None:
+            raise KubeObjectMissing(f"{plural} {namespace}/{name} status not found")
+        self.status_patches.append((namespace, plural, name, copy.deepcopy(status)))
+        patched = merge_patch(obj, {"status": status})
+        obj["status"] = patched.get("status", {})
+        self._bump(obj)
+
+    # -- config maps ------------------------------------------------------------------------------
+
+    async def config_map(self, namespace: str, name: str) -> client.V1ConfigMap:
+        self._enter("config_map", namespace, name)
+        cm = self.config_maps.get((namespace, name))
+        if cm is None:
+            raise KubeObjectMissing(f"ConfigMap {namespace}/{name} not found")
+        return copy.deepcopy(cm)
+
+    async def create_config_map(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        data: dict[str, str] | None = None,
+        binary_data: dict[str, str] | None = None,
+        labels: dict[str, str] | None = None,
+        annotations: dict[str, str] | None = None,
+    ) -> bool:
+        self._enter("create_config_map", namespace, name)
+        if (namespace, name) in self.config_maps:
+            return False
+        self.config_maps[(namespace, name)] = client.V1ConfigMap(
+            # the API server drops empty maps: an empty labels or annotations map reads back as None
+            metadata=client.V1ObjectMeta(
+                name=name,
+                namespace=namespace,
+                labels=dict(labels) if labels else None,
+                annotations=dict(annotations) if annotations else None,
+            ),
+            data=dict(data) if data is not None else None,
+            binary_data=dict(binary_data) if binary_data is not None else None,
+        )
+        return True
+
+
+#: checked by mypy: the real adapter and the double both implement the interfaces
 _REAL_IMPLEMENTS_API: type[ConnectorKubeApi] = KubeClient
 _FAKE_IMPLEMENTS_API: type[ConnectorKubeApi] = FakeKube
+_REAL_IMPLEMENTS_RESET_API: type[ResetKubeApi] = KubeClient
+_FAKE_IMPLEMENTS_RESET_API: type[ResetKubeApi] = FakeKube

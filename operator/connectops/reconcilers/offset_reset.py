@@ -58,6 +58,7 @@ from connectops.reconcilers.reset_changes import OffsetChanges, changed
 from connectops.reconcilers.reset_inspect import Inspector
 from connectops.reconcilers.reset_run import (
     PLURAL,
+    KafkaFactory,
     Run,
     StepFailed,
     Strategy,
@@ -84,8 +85,12 @@ class OffsetResetExecutor:
         checks: CheckRunner | None = None,
         max_step_attempts: int = 8,
         stop_timeout: float = 90.0,
+        kafka_factory: KafkaFactory = KafkaOffsets,
     ) -> None:
+        """``kafka_factory`` builds the Kafka access of a ConnectCluster with ``spec.kafka``
+        (tests pass one that returns an in-memory double)."""
         self._checks = checks
+        self._kafka_factory = kafka_factory
         self._kube = kube
         self._clusters = clusters
         self._settings = settings
@@ -173,7 +178,7 @@ class OffsetResetExecutor:
         if not run.status.connectors:
             run.status.connectors = self._connector_names(spec, connector)
         if cluster.spec.kafka is not None:
-            run.kafka = KafkaOffsets(cluster.spec.kafka.bootstrap_servers, cluster.kafka_config)
+            run.kafka = self._kafka_factory(cluster.spec.kafka.bootstrap_servers, cluster.kafka_config)
         await self._execute(run, body)
         return True
 
@@ -441,9 +446,11 @@ class OffsetResetExecutor:
         handler retries, and every later run retries the resume until it works (a connector the
         operator stopped is never left stopped without someone still working on it).
         """
-        run.set_step(step, state="Failed", finishedAt=utcnow_iso(), message=message)
-        run.history(f"{step}: failed: {message}")
+        # read before the failed step is marked: a failure AT the stop step (PUT /stop sent, the
+        # connector never shown STOPPED in time) has stopped it too
         stopped_by_us = run.step(Step.STOP).state in ("Running", "Done")
+        run.set_step(step, state="Failed", finished_at=utcnow_iso(), message=message)
+        run.history(f"{step}: failed: {message}")
         backup = run.status.backup_config_map
         # past the first call that may have changed offsets, resuming would run the connector on
         # half-applied offsets: it stays stopped and locked until a restore or a person decides

@@ -14,7 +14,7 @@ import asyncio
 from connectops.adapters.kafka import KafkaOffsets
 from connectops.models.offset_reset import OffsetsTopicLocation, OffsetSyncsCleanup
 from connectops.planning.offset_reset import MirrorFlow, offset_syncs_topic, shares_syncs_topic
-from connectops.reconcilers.reset_run import Run, StepFailed
+from connectops.reconcilers.reset_run import KafkaApi, Run, StepFailed
 
 
 async def other_flows(run: Run, managed_by: dict[str, str]) -> list[MirrorFlow]:
@@ -56,6 +56,7 @@ async def clean_offset_syncs(run: Run) -> str:
     if not topic:
         raise StepFailed("the plan names no offset-syncs topic to clean up")
     access = mm2.source_cluster if plan.offset_syncs_cluster == "source" else mm2.target_cluster
+    kafka: KafkaApi
     if access is not None:
         kafka = KafkaOffsets(access.bootstrap_servers, access.config)
     elif run.kafka is not None:

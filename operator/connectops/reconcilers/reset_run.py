@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from connectops.adapters.kafka import KafkaOffsets
+from connectops.adapters.kafka import KafkaOffsets, OffsetRecord, RawRecord, WrittenRecord
 from connectops.models import GROUP
 from connectops.models.base import utcnow_iso
 from connectops.models.offset_reset import (
@@ -57,6 +57,36 @@ def spec_hash(spec: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
 
 
+class KafkaApi(Protocol):
+    """What a reset calls on Kafka (``KafkaOffsets`` implements it; tests plug in a double)."""
+
+    def group_offsets(self, group: str) -> dict[tuple[str, int], int]: ...
+    def delete_group(self, group: str) -> bool: ...
+    def alter_group_offsets(self, group: str, offsets: Mapping[tuple[str, int], int]) -> None: ...
+    def partitions_for(self, topics: Iterable[str]) -> list[tuple[str, int]]: ...
+    def topics_matching(self, regex: str) -> list[str]: ...
+    def list_offsets(
+        self, topic_partitions: Iterable[tuple[str, int]], spec: str | int, *, read_committed: bool = False
+    ) -> dict[tuple[str, int], int]: ...
+    def read_connector_offsets(
+        self, topic: str, connector_names: Iterable[str], *, timeout_s: float | None = None
+    ) -> list[OffsetRecord]: ...
+    def write_tombstones(self, records: Iterable[OffsetRecord]) -> list[WrittenRecord]: ...
+    def restore_records(self, records: Iterable[RawRecord]) -> list[WrittenRecord]: ...
+    def verify_tombstones(
+        self, topic: str, records: Iterable[OffsetRecord], *, timeout_s: float | None = None
+    ) -> None: ...
+    def delete_topic(self, topic: str) -> bool: ...
+    def truncate_topic(self, topic: str) -> dict[int, int]: ...
+
+
+#: builds the Kafka access of a ConnectCluster with ``spec.kafka``: (bootstrap servers, client config)
+KafkaFactory = Callable[[str, Mapping[str, str]], KafkaApi]
+
+#: checked by mypy: the real adapter implements the interface
+_KAFKA_OFFSETS_IMPLEMENTS_API: type[KafkaApi] = KafkaOffsets
+
+
 class StepFailed(Exception):
     """A step cannot succeed as asked; ``unsafe_to_resume`` keeps the connector stopped."""
 
@@ -78,7 +108,7 @@ class Run:
     spec: OffsetResetSpec
     cluster: ClusterHandle
     emit: EmitEvent
-    kafka: KafkaOffsets | None = None
+    kafka: KafkaApi | None = None
     managed_states: dict[str, str] = field(default_factory=dict)
 
     def step(self, step: Step) -> StepStatus:

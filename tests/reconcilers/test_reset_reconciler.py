@@ -1,0 +1,847 @@
+"""Every step and failure path of the OffsetReset step machine (lock -> inspect -> backup -> stop
+-> reset -> offsetSyncs -> resume -> verify -> unlock, and ``_fail``), through the executor's
+public entry points (``run`` as kopf's create/update/resume handlers and their retries call it,
+``release`` as the deletion handler does), against ``FakeConnect`` and ``FakeKube``. Each test
+asserts what the worker ended up holding (offsets, target states) and which writes reached it,
+the Leases and backup ConfigMaps, and the status the executor stored (steps, conditions, changes,
+plan) and the Events. They add to the end-to-end suite (tests/e2e) and never replace it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+
+from connectops.adapters.connect_rest import ConnectRejected, ConnectUnavailable
+from connectops.adapters.kafka import GroupActive
+from connectops.adapters.kube import KubeObjectMissing
+from connectops.errors import NotReadyYet
+from connectops.planning.ownership import Claim
+from tests.doubles.connect import FILE_SINK, FILE_SOURCE, MSG_ALTERED, MSG_RESET, Call
+from tests.reconcilers.reset_world import (
+    BOOTSTRAP,
+    CLUSTER,
+    NAMESPACE,
+    RESET,
+    SCOPE,
+    STEPS,
+    URL,
+    Crash,
+    ResetWorld,
+    make_reset_world,
+)
+
+pytestmark = pytest.mark.timeout(30)
+
+NAME = "orders"
+SOURCE_CONFIG = {"connector.class": FILE_SOURCE, "tasks.max": "1", "file": "/data/in.txt", "topic": "orders"}
+SINK_CONFIG = {"connector.class": FILE_SINK, "tasks.max": "1", "file": "/data/out.txt", "topics": "orders"}
+SOURCE_OFFSETS = [{"partition": {"filename": "/data/in.txt"}, "offset": {"position": 42}}]
+
+
+def sink_entry(partition: int, offset: int | None) -> dict[str, Any]:
+    return {
+        "partition": {"kafka_topic": "orders", "kafka_partition": partition},
+        "offset": None if offset is None else {"kafka_offset": offset},
+    }
+
+
+SINK_OFFSETS = [sink_entry(0, 10), sink_entry(1, 20), sink_entry(2, 30)]
+
+
+def reset_spec(**extra: Any) -> dict[str, Any]:
+    return {"connectorName": NAME, "clusterRef": {"name": CLUSTER}, "action": "reset", **extra}
+
+
+#: every step of a reset without MirrorMaker 2 done (offsetSyncs is not in its plan)
+ALL_DONE = {s: "Skipped" if s == "offsetSyncs" else "Done" for s in STEPS}
+
+
+@pytest.fixture
+def world(monkeypatch: pytest.MonkeyPatch) -> ResetWorld:
+    w = make_reset_world(monkeypatch)
+    w.seed(NAME, SOURCE_CONFIG, SOURCE_OFFSETS)
+    w.connect.calls.clear()
+    return w
+
+
+# -- the whole machine --------------------------------------------------------------------------
+
+
+async def test_reset_runs_every_step_and_resumes(world: ResetWorld) -> None:
+    world.create(reset_spec())
+    assert await world.run() is True
+
+    # the worker: offsets gone, running again with its task, after exactly stop/delete/resume
+    assert world.offsets(NAME) == []
+    assert world.state(NAME) == ("STARTED", 1)
+    assert world.connect.writes() == [Call("stop", (NAME,)), Call("delete_offsets", (NAME,)), Call("resume", (NAME,))]
+    # the lock was taken (in the Kafka cluster's scope) and released
+    assert ("acquire_lock", (NAMESPACE, SCOPE, NAME, world.holder())) in world.kube.calls
+    assert world.kube.leases == {}
+    # the backup holds the offsets from before, and is marked as this reset's
+    backup = world.backup()
+    assert backup["connectors"][NAME] == {"kind": "source", "offsets": SOURCE_OFFSETS}
+    assert (backup["cluster"], backup["offsetReset"]) == (CLUSTER, f"{NAMESPACE}/{RESET}")
+    assert world.backup_annotations()["connectops.io/offset-reset-uid"] == world.uid()
+
+    status = world.status()
+    assert world.steps() == ALL_DONE
+    assert all(world.step(s)["attempts"] == 1 for s in STEPS if s != "offsetSyncs")
+    assert status["phase"] == "Succeeded"
+    assert "currentStep" not in status
+    assert (status["strategy"], status["connectorKind"], status["connectors"]) == ("rest", "source", [NAME])
+    assert status["lockScope"] == SCOPE
+    assert status["previousStates"] == {NAME: "RUNNING"}
+    assert status["backup"]["configMap"] == world.backup_name()
+    assert status["backup"]["offsets"] == 1
+    assert status["changes"] == [
+        {
+            "connector": NAME,
+            "call": "DELETE offsets",
+            "partitions": 0,
+            "state": "Done",
+            "confirmedByConnector": True,
+            "message": MSG_RESET,
+        }
+    ]
+    assert status["plan"]["current"] == {NAME: SOURCE_OFFSETS}
+    assert status["plan"]["connectors"] == [{"name": NAME, "kind": "source", "state": "RUNNING", "resumeTo": "running"}]
+    assert status["executedSpec"] == reset_spec()
+    assert world.condition("Succeeded")["status"] == "True"
+    assert world.condition("Succeeded")["reason"] == "Completed"
+    reasons = [r for _, r in world.event_reasons()]
+    assert reasons == [
+        "Started",
+        "StepLock",
+        "StepInspect",
+        "StepBackup",
+        "StepStop",
+        "StepReset",
+        "StepResume",
+        "StepVerify",
+        "StepUnlock",
+        "Completed",
+    ]
+
+
+async def test_alter_changes_only_the_named_partitions(world: ResetWorld) -> None:
+    world.seed("sink", SINK_CONFIG, SINK_OFFSETS)
+    entries = [sink_entry(0, 5), sink_entry(2, None)]
+    world.create(reset_spec(connectorName="sink", action="alter", offsets=entries))
+    assert await world.run() is True
+
+    # p0 moved, p2 removed, p1 (not named) kept
+    assert world.offsets("sink") == [sink_entry(0, 5), sink_entry(1, 20)]
+    assert world.connect.writes() == [
+        Call("stop", ("sink",)),
+        Call("patch_offsets", ("sink", entries)),
+        Call("resume", ("sink",)),
+    ]
+    assert world.state("sink") == ("STARTED", 1)
+    status = world.status()
+    assert status["phase"] == "Succeeded"
+    assert status["connectorKind"] == "sink"
+    # stored as the API server keeps it: the null member of an object in a list is dropped
+    assert status["plan"]["entries"] == {"sink": [sink_entry(0, 5), {"partition": sink_entry(2, None)["partition"]}]}
+    assert status["plan"]["configs"] == {"sink": {"kind": "sink", "group": "connect-sink"}}
+    assert status["backup"]["offsets"] == 3
+    assert world.backup()["connectors"]["sink"]["offsets"] == SINK_OFFSETS
+    assert [(c["call"], c["partitions"], c["state"], c["message"]) for c in status["changes"]] == [
+        ("PATCH offsets", 2, "Done", MSG_ALTERED)
+    ]
+    assert world.condition("Succeeded")["message"] == "offset alter completed"
+
+
+async def test_an_alter_retried_from_the_stored_plan_sends_the_entries_as_stored(world: ResetWorld) -> None:
+    world.seed("sink", SINK_CONFIG, SINK_OFFSETS)
+    entries = [sink_entry(0, 5), sink_entry(2, None)]
+    world.connect.fail_next("patch_offsets", ConnectUnavailable("alter offsets: cannot reach Connect"))
+    world.create(reset_spec(connectorName="sink", action="alter", offsets=entries))
+    assert await world.drive() is True
+
+    assert [type(e) for e in world.errors] == [ConnectUnavailable]
+    patches = [c.args[1] for c in world.connect.calls if c.method == "patch_offsets"]
+    # the retry reads the plan back from status, where the API server dropped "offset": null
+    assert patches == [entries, [sink_entry(0, 5), {"partition": sink_entry(2, None)["partition"]}]]
+    assert world.offsets("sink") == [sink_entry(0, 5), sink_entry(1, 20)]
+    assert world.status()["phase"] == "Succeeded"
+    assert [(c["call"], c["state"]) for c in world.status()["changes"]] == [
+        ("PATCH offsets", "Started"),
+        ("PATCH offsets", "Done"),
+    ]
+
+
+async def test_dry_run_publishes_the_plan_and_changes_nothing(world: ResetWorld) -> None:
+    world.create(reset_spec(dryRun=True))
+    assert await world.run() is True
+
+    assert world.connect.writes() == []
+    assert world.offsets(NAME) == SOURCE_OFFSETS
+    assert world.state(NAME) == ("STARTED", 1)
+    assert world.kube.config_maps == {}
+    assert world.kube.leases == {}  # taken for the inspection, released
+    assert world.steps() == {
+        "lock": "Done",
+        "inspect": "Done",
+        "backup": "Skipped",
+        "stop": "Skipped",
+        "reset": "Skipped",
+        "offsetSyncs": "Skipped",
+        "resume": "Skipped",
+        "verify": "Skipped",
+        "unlock": "Done",
+    }
+    status = world.status()
+    assert status["phase"] == "Planned"
+    assert "changes" not in status or status["changes"] == []
+    assert status["plan"]["strategy"] == "rest"
+    assert status["plan"]["steps"] == ["lock", "inspect", "backup", "stop", "reset", "resume", "verify", "unlock"]
+    assert status["plan"]["current"] == {NAME: SOURCE_OFFSETS}
+    assert status["plan"]["currentCounts"] == {NAME: 1}
+    assert status["plan"]["workerVersion"] == "4.3.0"
+    assert world.condition("Succeeded")["reason"] == "Planned"
+    # a terminal reset is not run again
+    world.connect.calls.clear()
+    assert await world.run() is False
+    assert world.connect.calls == []
+
+
+@pytest.mark.parametrize(
+    ("before", "resume", "managed_state", "after"),
+    [
+        ("PAUSED", "desired", None, ("PAUSED", "pause")),  # unmanaged: the state it had before
+        ("STOPPED", "desired", None, ("STOPPED", None)),
+        ("RUNNING", "desired", "paused", ("PAUSED", "pause")),  # managed: its Connector's spec.state
+        ("RUNNING", "desired", "stopped", ("STOPPED", None)),
+        ("RUNNING", "stopped", None, ("STOPPED", None)),  # explicit policies win
+        ("PAUSED", "running", None, ("STARTED", "resume")),
+        ("RUNNING", "paused", "running", ("PAUSED", "pause")),
+    ],
+)
+async def test_resume_policy(
+    monkeypatch: pytest.MonkeyPatch, before: str, resume: str, managed_state: str | None, after: tuple[str, str | None]
+) -> None:
+    world = make_reset_world(monkeypatch)
+    world.seed(NAME, SOURCE_CONFIG, SOURCE_OFFSETS, target={"RUNNING": "STARTED"}.get(before, before))
+    world.connect.calls.clear()
+    if managed_state is None:
+        spec = reset_spec(resume=resume)
+    else:
+        world.add_connector_object(
+            "orders-obj",
+            {
+                "clusterRef": {"name": CLUSTER},
+                "connectorName": NAME,
+                "class": FILE_SOURCE,
+                "config": {"file": "/data/in.txt", "topic": "orders"},
+                "state": managed_state,
+            },
+        )
+        spec = {"connectorRef": {"name": "orders-obj"}, "action": "reset", "resume": resume}
+    world.create(spec)
+    assert await world.run() is True
+
+    target, call = after
+    assert world.state(NAME)[0] == target
+    assert world.writes() == ["stop", "delete_offsets", *([call] if call else [])]
+    assert world.offsets(NAME) == []
+    status = world.status()
+    assert status["phase"] == "Succeeded"
+    assert status["previousStates"] == {NAME: before}
+    assert status["plan"]["connectors"][0]["resumeTo"] == {"STARTED": "running"}.get(target, target.lower())
+    assert world.kube.leases == {}
+
+
+async def test_managing_connectors_names_the_connector_object(world: ResetWorld) -> None:
+    world.add_connector_object(
+        "orders-obj",
+        {"clusterRef": {"name": CLUSTER}, "connectorName": NAME, "class": FILE_SOURCE, "config": {"topic": "o"}},
+    )
+    world.add_connector_object("other", {"clusterRef": {"name": CLUSTER}, "class": FILE_SOURCE, "config": {}})
+    world.create(reset_spec())
+    await world.run()
+    assert await world.executor.managing_connectors(world.body()) == ["orders-obj"]
+
+
+# -- lock -----------------------------------------------------------------------------------------
+
+
+async def test_lock_held_by_another_reset_fails_before_anything_changes(world: ResetWorld) -> None:
+    other = f"connectops.io/offsetreset/{NAMESPACE}/other/uid-o"
+    owner = {"apiVersion": "connectops.io/v1alpha1", "kind": "OffsetReset", "name": "other", "uid": "uid-o"}
+    await world.kube.acquire_lock(NAMESPACE, SCOPE, NAME, other, owner)
+    world.create(reset_spec())
+    assert await world.run() is True
+
+    assert world.connect.writes() == []
+    assert world.offsets(NAME) == SOURCE_OFFSETS
+    assert world.kube.config_maps == {}
+    lock = world.lock(NAME)
+    assert lock is not None
+    assert lock.holder == other  # untouched
+    assert world.steps() == {s: {"lock": "Failed"}.get(s, "Pending") for s in STEPS}
+    assert world.status()["phase"] == "Failed"
+    cond = world.condition("Succeeded")
+    assert (cond["status"], cond["reason"]) == ("False", "LockFailed")
+    assert other in cond["message"]
+    assert ("Warning", "LockFailed") in world.event_reasons()
+
+
+# -- inspect --------------------------------------------------------------------------------------
+
+
+async def test_inspect_fails_when_the_connector_does_not_exist(world: ResetWorld) -> None:
+    world.create(reset_spec(connectorName="ghost"))
+    assert await world.run() is True
+
+    assert world.connect.writes() == []
+    assert world.kube.leases == {}  # taken, then released by the failure path
+    assert world.steps()["lock"] == "Done"
+    assert world.steps()["inspect"] == "Failed"
+    assert world.step("inspect")["finishedAt"]
+    assert world.steps()["backup"] == "Pending"
+    cond = world.condition("Succeeded")
+    assert cond["reason"] == "InspectFailed"
+    assert "connector ghost does not exist in Kafka Connect" in cond["message"]
+    assert world.status()["phase"] == "Failed"
+
+
+async def test_a_connector_managed_from_another_namespace_is_refused(world: ResetWorld) -> None:
+    # team-b's ConnectCluster reaches the same workers (same Kafka cluster id)
+    world.kube.add_connect_cluster("team-b", "theirs", {"restUrl": URL})
+    claims = {NAME: [Claim("team-b", "orders-b", "uid-b", "2024-01-01T00:00:00Z", "theirs")]}
+    world.create(reset_spec())
+    assert await world.run(claims=claims) is False
+
+    assert world.connect.writes() == []
+    assert not [c for c in world.kube.calls if c[0] == "acquire_lock"]
+    assert world.steps() == dict.fromkeys(STEPS, "Pending")
+    assert world.status()["phase"] == "Failed"
+    cond = world.condition("Succeeded")
+    assert cond["reason"] == "ManagedElsewhere"
+    assert "nothing was changed" in cond["message"]
+    # a claim of this namespace is no obstacle
+    mine = {NAME: [Claim(NAMESPACE, "orders-a", "uid-a", "2024-01-01T00:00:00Z", CLUSTER)]}
+    world.create(reset_spec(), name="again")
+    assert await world.run("again", claims=mine) is True
+    assert world.status("again")["phase"] == "Succeeded"
+
+
+async def test_a_missing_connector_object_waits_then_runs(world: ResetWorld) -> None:
+    world.create({"connectorRef": {"name": "orders-obj"}, "action": "reset"})
+    with pytest.raises(KubeObjectMissing):
+        await world.run()
+    assert world.status()["phase"] == "Pending"
+    assert world.condition("Succeeded")["reason"] == "ReferenceNotFound"
+    assert world.connect.writes() == []
+
+    world.add_connector_object(
+        "orders-obj",
+        {"clusterRef": {"name": CLUSTER}, "connectorName": NAME, "class": FILE_SOURCE, "config": {"topic": "o"}},
+    )
+    assert await world.run() is True  # kopf's retry
+    assert world.status()["phase"] == "Succeeded"
+    assert world.offsets(NAME) == []
+
+
+async def test_an_invalid_spec_fails_at_once(world: ResetWorld) -> None:
+    world.create({"connectorName": NAME, "action": "alter"})  # no clusterRef, no offsets
+    assert await world.run() is False
+    assert world.status()["phase"] == "Failed"
+    assert world.condition("Succeeded")["reason"] == "InvalidSpec"
+    assert world.connect.calls == []
+    assert await world.run() is False  # and stays so
+
+
+# -- backup ---------------------------------------------------------------------------------------
+
+
+async def test_a_backup_taken_before_a_crash_is_kept_not_retaken(world: ResetWorld) -> None:
+    world.create(reset_spec())
+    world.crash_on_event("StepBackup")  # the ConfigMap exists, the step's Done is not stored
+    with pytest.raises(Crash):
+        await world.run()
+    assert world.step("backup")["state"] == "Running"
+    first = world.backup()
+    # the connector ran on while the operator was down and moved on
+    world.connect.connectors[NAME].offsets.clear()
+    world.seed_offsets(NAME, [{"partition": {"filename": "/data/in.txt"}, "offset": {"position": 99}}])
+
+    assert await world.run() is True  # the operator restarted: kopf's resume handler
+    assert world.backup() == first  # never overwritten: the offsets from before anything changed
+    assert world.backup()["connectors"][NAME]["offsets"] == SOURCE_OFFSETS
+    assert world.step("backup")["attempts"] == 2
+    assert "kept the backup already taken by this reset" in world.step("backup")["message"]
+    assert [c[0] for c in world.kube.calls].count("create_config_map") == 2
+    assert world.status()["phase"] == "Succeeded"
+    assert world.offsets(NAME) == []
+
+
+async def test_a_foreign_configmap_with_the_backup_name_is_refused(world: ResetWorld) -> None:
+    world.create(reset_spec())
+    world.kube.add_config_map(
+        NAMESPACE, world.backup_name(), {"backup.json": "{}"}, annotations={"connectops.io/offset-reset-uid": "other"}
+    )
+    assert await world.run() is True
+
+    assert world.connect.writes() == []
+    assert world.offsets(NAME) == SOURCE_OFFSETS
+    cm = world.kube.config_maps[(NAMESPACE, world.backup_name())]
+    assert cm.data == {"backup.json": "{}"}  # not replaced
+    assert world.kube.leases == {}
+    assert world.steps()["backup"] == "Failed"
+    assert world.steps()["stop"] == "Pending"
+    cond = world.condition("Succeeded")
+    assert cond["reason"] == "BackupFailed"
+    assert "is not this reset's backup; nothing was changed" in cond["message"]
+
+
+# -- stop -----------------------------------------------------------------------------------------
+
+
+async def test_stop_waits_until_the_worker_shows_stopped_with_no_tasks(world: ResetWorld) -> None:
+    world.connect.lag_stop(NAME, reads=3)
+    world.create(reset_spec())
+    assert await world.run() is True
+    assert world.status()["phase"] == "Succeeded"
+    assert world.writes() == ["stop", "delete_offsets", "resume"]  # no offsets call before STOPPED
+    status_reads = [c for c in world.connect.calls if c.method == "get_status"]
+    assert len(status_reads) >= 5  # inspect, 3 lagging + 1 stopped, verify
+
+
+async def test_stop_timeout_resumes_and_says_offsets_were_not_changed(world: ResetWorld) -> None:
+    world.connect.lag_stop(NAME, reads=10**9)  # never shows STOPPED
+    world.create(reset_spec())
+    assert await world.drive() is True
+
+    # three attempts (the executor's max here), each retried by kopf after NotReadyYet
+    assert [type(e) for e in world.errors] == [NotReadyYet, NotReadyYet]
+    assert world.writes() == ["stop", "stop", "stop", "resume"]
+    assert world.state(NAME) == ("STARTED", 1)
+    assert world.offsets(NAME) == SOURCE_OFFSETS
+    assert world.kube.leases == {}
+    assert world.steps()["stop"] == "Failed"
+    assert world.step("stop")["attempts"] == 3
+    assert world.step("stop")["finishedAt"]
+    assert world.steps()["reset"] == "Pending"
+    cond = world.condition("Succeeded")
+    assert cond["reason"] == "StopFailed"
+    assert "did not reach STOPPED with no tasks" in cond["message"]
+    assert "Offsets were not changed; the connector(s) were resumed" in cond["message"]
+    assert world.status()["phase"] == "Failed"
+    assert "restoreManifest" not in world.status()
+
+
+# -- reset ----------------------------------------------------------------------------------------
+
+
+async def test_a_failure_after_a_change_started_keeps_the_connector_stopped_and_locked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    world = make_reset_world(monkeypatch, max_step_attempts=1)
+    world.seed(NAME, SOURCE_CONFIG, SOURCE_OFFSETS)
+    world.connect.lose_answer(
+        "delete_offsets",
+        ConnectUnavailable("reset offsets: HTTP 500: Request timed out", status=500, operation="reset offsets"),
+    )
+    world.create(reset_spec())
+    assert await world.run() is True
+
+    # DELETE reached the worker, its answer did not: stays STOPPED, no task, locked
+    assert world.writes() == ["stop", "delete_offsets"]
+    assert world.state(NAME) == ("STOPPED", 0)
+    lock = world.lock(NAME)
+    assert lock is not None
+    assert lock.holder == world.holder()
+    status = world.status()
+    assert status["phase"] == "Failed"
+    assert world.steps()["reset"] == "Failed"
+    assert world.steps()["resume"] == "Pending"
+    assert [(c["call"], c["state"]) for c in status["changes"]] == [("DELETE offsets", "Started")]
+    cond = world.condition("Succeeded")
+    assert cond["reason"] == "ResetFailed"
+    assert "stay STOPPED and locked" in cond["message"]
+    assert world.backup_name() in cond["message"]
+    manifest = yaml.safe_load(status["restoreManifest"])
+    assert manifest["kind"] == "OffsetReset"
+    assert manifest["spec"] == {
+        "action": "restore",
+        "restoreFrom": world.backup_name(),
+        "strategy": "rest",
+        "clusterRef": {"name": CLUSTER},
+        "connectorName": NAME,
+        "resume": "running",
+    }
+
+    # the restoreManifest, applied: it takes over the lock and puts the old offsets back
+    world.create(manifest["spec"], name=manifest["metadata"]["name"])
+    restore = manifest["metadata"]["name"]
+    assert await world.run(restore) is True
+    assert world.status(restore)["phase"] == "Succeeded"
+    assert "took over the lock of the failed reset" in world.step("lock", restore)["message"]
+    assert world.offsets(NAME) == SOURCE_OFFSETS
+    assert world.state(NAME) == ("STARTED", 1)
+    assert world.kube.leases == {}
+    assert ("transfer_lock", (NAMESPACE, SCOPE, NAME, world.holder(), world.holder(restore))) in world.kube.calls
+    assert [(c["call"], c["partitions"], c["state"]) for c in world.status(restore)["changes"]] == [
+        ("PATCH offsets", 1, "Done")
+    ]
+
+
+async def test_deleting_a_failed_reset_releases_its_lock(monkeypatch: pytest.MonkeyPatch) -> None:
+    world = make_reset_world(monkeypatch, max_step_attempts=1)
+    world.seed(NAME, SOURCE_CONFIG, SOURCE_OFFSETS)
+    world.connect.lose_answer("delete_offsets", ConnectUnavailable("HTTP 500", status=500))
+    world.create(reset_spec())
+    await world.run()
+    assert world.lock(NAME) is not None
+    await world.release()
+    assert world.kube.leases == {}
+    assert world.state(NAME) == ("STOPPED", 0)  # unlocked as it is
+
+
+async def test_a_refused_offsets_call_resumes_the_connector(world: ResetWorld) -> None:
+    world.connect.fail_next(
+        "delete_offsets", ConnectRejected("reset offsets: HTTP 400: bad request", status=400, operation="x")
+    )
+    world.create(reset_spec())
+    assert await world.run() is True  # refused as such: fails at once, no retry
+
+    assert world.writes() == ["stop", "delete_offsets", "resume"]
+    assert world.offsets(NAME) == SOURCE_OFFSETS
+    assert world.state(NAME) == ("STARTED", 1)
+    assert world.kube.leases == {}
+    assert [(c["call"], c["state"]) for c in world.status()["changes"]] == [("DELETE offsets", "Refused")]
+    cond = world.condition("Succeeded")
+    assert cond["reason"] == "ResetFailed"
+    # the condition judges by the reset step (it ran), not by the recorded call (Refused)
+    assert "The offsets may have been changed: the reset step ran and did not confirm" in cond["message"]
+    assert cond["message"].endswith("; the connector(s) were resumed")
+    assert "restoreManifest" not in world.status()
+
+
+async def test_a_read_back_mismatch_fails_unsafe(world: ResetWorld) -> None:
+    world.connect.ignore_offset_writes = True  # answers "altered", changes nothing
+    world.seed("sink", SINK_CONFIG, SINK_OFFSETS)
+    world.create(reset_spec(connectorName="sink", action="alter", offsets=[sink_entry(0, 5)]))
+    assert await world.run() is True
+
+    assert world.offsets("sink") == SINK_OFFSETS
+    assert world.state("sink") == ("STOPPED", 0)
+    assert world.lock("sink") is not None
+    assert world.steps()["reset"] == "Failed"
+    assert [(c["call"], c["state"], c["confirmedByConnector"]) for c in world.status()["changes"]] == [
+        ("PATCH offsets", "Done", True)
+    ]
+    cond = world.condition("Succeeded")
+    assert cond["reason"] == "ResetFailed"
+    assert "offsets after the reset differ from the plan" in cond["message"]
+    assert "expected {'kafka_offset': 5}, found {'kafka_offset': 10}" in cond["message"]
+    assert "stay STOPPED" in cond["message"]
+    assert world.status()["restoreManifest"]
+
+
+# -- resume, verify -------------------------------------------------------------------------------
+
+
+async def test_a_failed_resume_is_retried_until_it_works(world: ResetWorld) -> None:
+    world.connect.fail_next("delete_offsets", ConnectRejected("reset offsets: HTTP 400: no", status=400))
+    world.connect.fail_next("resume", ConnectUnavailable("resume: cannot reach Connect"))
+    world.create(reset_spec())
+    with pytest.raises(ConnectUnavailable):
+        await world.run()
+
+    status = world.status()
+    assert status["phase"] == "Failed"
+    assert status["pendingResume"] is True
+    assert world.state(NAME) == ("STOPPED", 0)
+    assert world.kube.leases == {}  # unlocked either way
+    assert "Resuming failed too (resume: cannot reach Connect)" in world.condition("Succeeded")["message"]
+
+    assert await world.run() is True  # kopf's retry
+    assert world.state(NAME) == ("STARTED", 1)
+    assert world.writes() == ["stop", "delete_offsets", "resume", "resume"]
+    status = world.status()
+    assert "pendingResume" not in status
+    assert status["phase"] == "Failed"
+    cond = world.condition("Succeeded")
+    assert cond["reason"] == "ResetFailed"
+    assert "Resuming failed too" not in cond["message"]
+    assert cond["message"].endswith("The connector(s) were resumed afterwards.")
+    assert ("Normal", "Resumed") in world.event_reasons()
+    assert world.offsets(NAME) == SOURCE_OFFSETS
+    assert await world.run() is False  # done with
+    assert world.writes() == ["stop", "delete_offsets", "resume", "resume"]
+
+
+async def test_an_error_in_verify_is_retried_without_repeating_done_steps(world: ResetWorld) -> None:
+    world.create(reset_spec())
+    # inspect reads the status once, stop once; the third read is verify's
+    reads = 0
+    original = world.connect.get_status
+
+    async def get_status(name: str) -> Any:
+        nonlocal reads
+        reads += 1
+        if reads == 3:
+            raise ConnectUnavailable("get status: cannot reach Connect")
+        return await original(name)
+
+    world.connect.get_status = get_status  # type: ignore[method-assign]
+    with pytest.raises(ConnectUnavailable):
+        await world.run()
+    assert world.steps()["verify"] == "Running"
+    assert world.step("verify")["message"] == "attempt 1 failed: get status: cannot reach Connect"
+    assert world.status()["currentStep"] == "verify"
+    assert world.status()["phase"] == "Running"
+    assert world.lock(NAME) is not None
+
+    writes = world.writes()
+    assert await world.run() is True
+    assert world.writes() == writes == ["stop", "delete_offsets", "resume"]
+    assert world.steps() == ALL_DONE
+    assert world.step("verify")["attempts"] == 2
+    assert world.step("reset")["attempts"] == 1
+    assert world.kube.leases == {}
+
+
+# -- crash and resume -----------------------------------------------------------------------------
+
+
+async def test_a_crash_after_the_reset_acted_reruns_only_that_step(world: ResetWorld) -> None:
+    world.create(reset_spec())
+    world.crash_on_event("StepReset")
+    with pytest.raises(Crash):
+        await world.run()
+    assert world.steps() == {
+        "lock": "Done",
+        "inspect": "Done",
+        "backup": "Done",
+        "stop": "Done",
+        "reset": "Running",
+        "offsetSyncs": "Pending",
+        "resume": "Pending",
+        "verify": "Pending",
+        "unlock": "Pending",
+    }
+    assert world.offsets(NAME) == []
+    assert world.state(NAME) == ("STOPPED", 0)
+
+    assert await world.run() is True  # the restarted operator's resume handler
+    assert world.writes() == ["stop", "delete_offsets", "delete_offsets", "resume"]
+    assert world.step("reset")["attempts"] == 2
+    assert all(world.step(s)["attempts"] == 1 for s in ("lock", "inspect", "backup", "stop", "resume"))
+    assert [(c["call"], c["state"]) for c in world.status()["changes"]] == [
+        ("DELETE offsets", "Done"),
+        ("DELETE offsets", "Done"),
+    ]
+    assert [c[0] for c in world.kube.calls].count("create_config_map") == 1
+    assert world.backup()["connectors"][NAME]["offsets"] == SOURCE_OFFSETS
+    assert world.status()["phase"] == "Succeeded"
+    assert world.kube.leases == {}
+
+
+# -- immutable spec -------------------------------------------------------------------------------
+
+
+async def test_a_spec_edited_after_the_start_is_ignored(world: ResetWorld) -> None:
+    world.create(reset_spec())
+    world.crash_on_event("StepStop")
+    with pytest.raises(Crash):
+        await world.run()
+    world.edit(reset_spec(dryRun=True))  # while it runs
+
+    assert await world.run() is True
+    assert world.offsets(NAME) == []  # the reset as first written ran on
+    assert world.status()["executedSpec"] == reset_spec()
+    assert world.status()["phase"] == "Succeeded"
+    cond = world.condition("SpecChangeIgnored")
+    assert (cond["status"], cond["reason"]) == ("True", "Immutable")
+    assert ("Warning", "Immutable") in world.event_reasons()
+
+    # and after the end: reported, not obeyed
+    world.connect.calls.clear()
+    world.edit(reset_spec(action="alter", offsets=SOURCE_OFFSETS))
+    assert await world.run() is False
+    assert world.connect.calls == []
+    assert world.status()["phase"] == "Succeeded"
+    assert world.condition("SpecChangeIgnored")["observedGeneration"] == 3
+
+
+# -- restore --------------------------------------------------------------------------------------
+
+
+async def test_restore_puts_a_backup_back(world: ResetWorld) -> None:
+    world.create(reset_spec())
+    await world.run()
+    assert world.offsets(NAME) == []
+    # the connector ran on and committed a partition the backup does not have
+    world.seed_offsets(NAME, [{"partition": {"filename": "/data/new.txt"}, "offset": {"position": 1}}])
+    backup = world.backup_name()
+
+    world.create(reset_spec(action="restore", restoreFrom=backup), name="put-back")
+    assert await world.run("put-back") is True
+    assert world.offsets(NAME) == SOURCE_OFFSETS  # the saved offsets, the later partition cleared
+    patch = [c for c in world.connect.writes() if c.method == "patch_offsets"]
+    assert patch == [
+        Call(
+            "patch_offsets",
+            (NAME, [*SOURCE_OFFSETS, {"partition": {"filename": "/data/new.txt"}, "offset": None}]),
+        )
+    ]
+    assert world.state(NAME) == ("STARTED", 1)
+    assert world.status("put-back")["phase"] == "Succeeded"
+    assert world.step("reset", "put-back")["message"] == (f"restored {NAME} (1 partition(s)) from ConfigMap {backup}")
+
+
+async def test_restore_refuses_a_backup_of_another_connector(world: ResetWorld) -> None:
+    world.seed("sink", SINK_CONFIG, SINK_OFFSETS)
+    world.create(reset_spec(connectorName="sink"), name="sink-reset")
+    await world.run("sink-reset")
+    world.connect.calls.clear()
+
+    world.create(reset_spec(action="restore", restoreFrom=world.backup_name("sink-reset")))
+    assert await world.run() is True
+    assert world.connect.writes() == []
+    assert world.offsets(NAME) == SOURCE_OFFSETS
+    assert world.steps()["inspect"] == "Failed"
+    assert f"holds no offsets for {NAME}" in world.condition("Succeeded")["message"]
+    assert world.kube.leases == {}
+
+
+# -- Kafka access: sinks' consumer groups, set-to actions -----------------------------------------
+
+GROUP_OFFSETS = {("orders", 0): 10, ("orders", 1): 20, ("orders", 2): 30}
+
+
+def kafka_world(monkeypatch: pytest.MonkeyPatch, *, version: str = "3.5.1", **kw: Any) -> ResetWorld:
+    """ConnectCluster with spec.kafka; a 3.5 worker can stop but has no offsets PATCH/DELETE,
+    so ``auto`` resolves to the tombstone strategy (a sink: its consumer group)."""
+    world = make_reset_world(monkeypatch, kafka=True, version=version, **kw)
+    world.kafka.create_topic("orders", 3)
+    world.seed("sink", SINK_CONFIG, SINK_OFFSETS)
+    assert world.kafka.groups == {"connect-sink": GROUP_OFFSETS}
+    world.connect.calls.clear()
+    return world
+
+
+async def test_sink_reset_deletes_its_consumer_group(monkeypatch: pytest.MonkeyPatch) -> None:
+    world = kafka_world(monkeypatch)
+    world.create(reset_spec(connectorName="sink"))
+    assert await world.run() is True
+
+    assert world.kafka.opened == [(BOOTSTRAP, {})]
+    assert "connect-sink" not in world.kafka.groups
+    assert world.offsets("sink") == []
+    assert ("delete_group", ("connect-sink",)) in world.kafka.calls
+    assert world.writes() == ["stop", "resume"]  # no offsets call to Connect
+    assert world.state("sink") == ("STARTED", 1)
+    assert world.kube.leases == {}
+    backup = world.backup()["connectors"]["sink"]
+    assert backup["group"] == "connect-sink"
+    assert backup["groupOffsets"] == [["orders", 0, 10], ["orders", 1, 20], ["orders", 2, 30]]
+    status = world.status()
+    assert (status["phase"], status["strategy"]) == ("Succeeded", "tombstone")
+    assert [(c["call"], c["state"]) for c in status["changes"]] == [("delete group", "Done")]
+    assert world.steps() == ALL_DONE
+
+    # and back, from the backup: the group's offsets committed again
+    world.create(reset_spec(connectorName="sink", action="restore", restoreFrom=world.backup_name()), name="back")
+    assert await world.run("back") is True
+    assert world.kafka.groups["connect-sink"] == GROUP_OFFSETS
+    assert world.status("back")["phase"] == "Succeeded"
+    assert [(c["call"], c["partitions"]) for c in world.status("back")["changes"]] == [("commit group offsets", 3)]
+
+
+async def test_sink_alter_commits_only_the_named_partitions(monkeypatch: pytest.MonkeyPatch) -> None:
+    world = kafka_world(monkeypatch)
+    world.create(reset_spec(connectorName="sink", action="alter", offsets=[sink_entry(1, 7)]))
+    assert await world.run() is True
+
+    assert world.kafka.groups["connect-sink"] == {("orders", 0): 10, ("orders", 1): 7, ("orders", 2): 30}
+    assert ("alter_group_offsets", ("connect-sink", {("orders", 1): 7})) in world.kafka.calls
+    assert world.status()["phase"] == "Succeeded"
+    assert world.state("sink") == ("STARTED", 1)
+
+
+async def test_a_group_with_members_is_retried_until_it_is_empty(monkeypatch: pytest.MonkeyPatch) -> None:
+    world = kafka_world(monkeypatch)
+    world.kafka.members["connect-sink"] = ["connector-consumer-sink-0@/10.0.0.7"]  # its task is leaving
+    world.create(reset_spec(connectorName="sink"))
+    with pytest.raises(GroupActive):
+        await world.run()
+    assert world.step("reset")["state"] == "Running"
+    assert "still has members" in world.step("reset")["message"]
+    assert world.kafka.groups["connect-sink"] == GROUP_OFFSETS
+    assert world.state("sink") == ("STOPPED", 0)
+
+    del world.kafka.members["connect-sink"]  # the task left the group
+    assert await world.run() is True
+    assert "connect-sink" not in world.kafka.groups
+    assert world.status()["phase"] == "Succeeded"
+    # the refused call stays "Started": the executor cannot tell a refusal from a lost answer here
+    assert [(c["call"], c["state"]) for c in world.status()["changes"]] == [
+        ("delete group", "Started"),
+        ("delete group", "Done"),
+    ]
+
+
+async def test_a_group_that_keeps_its_members_fails_stopped(monkeypatch: pytest.MonkeyPatch) -> None:
+    world = kafka_world(monkeypatch, max_step_attempts=2)
+    world.kafka.members["connect-sink"] = ["connector-consumer-sink-0@/10.0.0.7"]
+    world.create(reset_spec(connectorName="sink"))
+    assert await world.drive() is True
+
+    assert [type(e) for e in world.errors] == [GroupActive]
+    assert world.kafka.groups["connect-sink"] == GROUP_OFFSETS  # nothing changed …
+    assert world.state("sink") == ("STOPPED", 0)  # … yet the refused calls count as "may have changed"
+    assert world.lock("sink") is not None
+    cond = world.condition("Succeeded")
+    assert cond["reason"] == "ResetFailed"
+    assert "stay STOPPED and locked" in cond["message"]
+    assert yaml.safe_load(world.status()["restoreManifest"])["spec"]["strategy"] == "tombstone"
+
+
+async def test_to_latest_on_named_topics_leaves_the_others(monkeypatch: pytest.MonkeyPatch) -> None:
+    world = make_reset_world(monkeypatch, kafka=True)  # 4.3: the REST strategy, Kafka for ListOffsets
+    world.kafka.create_topic("orders", 2)
+    world.kafka.create_topic("payments", 1)
+    world.kafka.produce("orders", 0, 5)
+    world.kafka.produce("orders", 1, 3)
+    world.kafka.produce("payments", 0, 9)
+    config = {**SINK_CONFIG, "topics": "orders,payments"}
+    world.seed(
+        "sink",
+        config,
+        [sink_entry(0, 1), {**sink_entry(0, 2), "partition": {"kafka_topic": "payments", "kafka_partition": 0}}],
+    )
+    world.connect.calls.clear()
+    world.create(reset_spec(connectorName="sink", action="toLatest", topics=["orders"]))
+    assert await world.run() is True
+
+    latest = [sink_entry(0, 5), sink_entry(1, 3)]
+    assert world.connect.writes()[1] == Call("patch_offsets", ("sink", latest))
+    assert world.offsets("sink") == [
+        *latest,
+        {"partition": {"kafka_topic": "payments", "kafka_partition": 0}, "offset": {"kafka_offset": 2}},
+    ]
+    plan = world.status()["plan"]
+    assert plan["entries"] == {"sink": latest}
+    assert plan["scope"]["sink"]["topics"] == ["orders"]
+    assert plan["scope"]["sink"]["untouchedTopics"] == ["payments"]
+    assert plan["scope"]["sink"]["untouchedPartitions"] == 1
+    assert world.status()["strategy"] == "rest"
+    assert world.status()["phase"] == "Succeeded"
+
+
+async def test_a_set_to_action_on_a_topic_the_sink_does_not_read_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    world = kafka_world(monkeypatch, version="4.3.0")
+    world.create(reset_spec(connectorName="sink", action="toEarliest", topics=["payments"]))
+    assert await world.run() is True
+    assert world.connect.writes() == []
+    assert world.steps()["inspect"] == "Failed"
+    assert "sink does not read topic(s) payments (it reads orders)" in world.condition("Succeeded")["message"]
+    assert world.kafka.groups["connect-sink"] == GROUP_OFFSETS

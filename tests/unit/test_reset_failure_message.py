@@ -7,20 +7,25 @@ from connectops.reconcilers.offset_reset import offsets_outcome
 
 
 def test_reset_step_never_ran() -> None:
-    assert offsets_outcome(StepStatus(name="reset", state="Pending", attempts=0), "reset", "b1") == (
-        "Offsets were not changed"
-    )
+    text = offsets_outcome(StepStatus(name="reset", state="Pending", attempts=0), "reset", "b1", changed=False)
+    assert text.startswith("Offsets were not changed")
+
+
+def test_reset_step_attempted_but_every_call_refused() -> None:
+    # Connect answered 400 to the DELETE: the change log says Refused, nothing changed
+    text = offsets_outcome(StepStatus(name="reset", state="Failed", attempts=2), "reset", "b1", changed=False)
+    assert text.startswith("Offsets were not changed")
 
 
 def test_reset_step_done_names_the_backup() -> None:
-    text = offsets_outcome(StepStatus(name="reset", state="Done", attempts=1), "alter", "bk-7")
+    text = offsets_outcome(StepStatus(name="reset", state="Done", attempts=1), "alter", "bk-7", changed=True)
     assert text.startswith("The offsets WERE changed by the alter")
     assert "ConfigMap bk-7" in text
 
 
 def test_reset_step_attempted_may_have_changed() -> None:
     # e.g. the DELETE reached Connect and its answer was lost, then every retry failed
-    text = offsets_outcome(StepStatus(name="reset", state="Failed", attempts=3), "reset", None)
+    text = offsets_outcome(StepStatus(name="reset", state="Failed", attempts=3), "reset", None, changed=True)
     assert "may have been changed" in text
     assert "ConfigMap" not in text
 

@@ -340,7 +340,10 @@ class ResetPlanStatus(StatusModel):
         return next((c.resume_to for c in self.connectors if c.name == connector), "running")
 
     def entries_for(self, connector: str) -> list[KipEntry]:
-        return list(self.entries.get(connector, []))
+        """The connector's KIP-875 entries, each with its ``offset`` key: the API server drops a
+        null inside a list's objects when it stores a status patch, so a partition to remove
+        reads back without its ``offset: null``."""
+        return [{"partition": e.get("partition"), "offset": e.get("offset")} for e in self.entries.get(connector, [])]
 
 
 class OffsetResetStatus(StatusModel):
@@ -392,6 +395,9 @@ class OffsetResetStatus(StatusModel):
 
     def set_step(self, name: str, **values: Any) -> None:
         """Update one step (a copy replaces it, so a step read earlier is not changed behind a caller)."""
+        unknown = set(values) - set(StepStatus.model_fields)
+        if unknown:
+            raise AttributeError(f"StepStatus has no field(s) {sorted(unknown)}")
         self.steps = [e.model_copy(update=values) if e.name == name else e for e in self.steps]
 
     def record(self, message: str, *, now: str, limit: int) -> None:

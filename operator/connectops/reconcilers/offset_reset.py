@@ -344,7 +344,8 @@ class OffsetResetExecutor:
                         run,
                         step,
                         f"{text} (after {attempts} attempts)",
-                        unsafe=step is Step.RESET and run.plan.strategy == "tombstone",
+                        # the Kafka-side strategies' writes are all recorded: unsafe once one may have landed
+                        unsafe=step is Step.RESET and run.plan.strategy == "tombstone" and changed(run),
                     )
                     return
                 run.set_step(step, message=f"attempt {attempts} failed: {text}")
@@ -468,7 +469,7 @@ class OffsetResetExecutor:
                 "reset's lock. Deleting this object unlocks the connector(s) as they are"
             )
         elif stopped_by_us:
-            offsets = offsets_outcome(run.step(Step.RESET), str(run.spec.action), backup)
+            offsets = offsets_outcome(run.step(Step.RESET), str(run.spec.action), backup, changed=changed(run))
             try:
                 await self._resume(run)
                 detail = f"{message}. {offsets}; the connector(s) were resumed"

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from connectops.adapters.connect_rest import ConnectError, ConnectRebalancing, ConnectRejected
-from connectops.adapters.kafka import OffsetRecord
+from connectops.adapters.kafka import GroupActive, OffsetRecord
 from connectops.adapters.kube import KubeClient
 from connectops.models.offset_reset import OffsetChange, OffsetResetStatus
 from connectops.planning.offset_reset import diff_offsets
@@ -65,11 +65,15 @@ class OffsetChanges:
         await self.store(run, "changes")
         try:
             result = await act()
-        except ConnectError as exc:
-            # Refused means Connect checked the request and did nothing (a 4xx, a rebalance). A
-            # 5xx or no answer at all may come after some offsets were written (a source's
-            # offsets are several records, written without a transaction): it stays Started.
-            if isinstance(exc, ConnectRejected | ConnectRebalancing) or (exc.status or 0) in range(400, 500):
+        except (ConnectError, GroupActive) as exc:
+            # Refused means the request was checked and nothing done: Connect's 4xx or rebalance,
+            # or the group coordinator refusing a group that still has members (its offset
+            # commit and group delete are all-or-nothing). A 5xx or no answer at all may come
+            # after some offsets were written (a source's offsets are several records, written
+            # without a transaction): it stays Started.
+            if isinstance(exc, GroupActive | ConnectRejected | ConnectRebalancing) or (
+                isinstance(exc, ConnectError) and (exc.status or 0) in range(400, 500)
+            ):
                 entry.state = "Refused"
                 await self.store(run, "changes")
             raise

@@ -42,15 +42,16 @@ def backup_name(namespace: str, name: str, uid: str) -> str:
     return f"connectops-backup-{name[:200]}-{digest}"
 
 
-def offsets_outcome(reset_step: StepStatus, action: str, backup: str | None) -> str:
-    """What a failed reset did to the offsets, as far as the operator can know, from its reset step."""
+def offsets_outcome(reset_step: StepStatus, action: str, backup: str | None, *, changed: bool) -> str:
+    """What a failed reset did to the offsets, as far as the operator can know: from its reset
+    step and its change log (``changed``: a call was Done, or Started with no answer)."""
     kept = f" (the old offsets are in ConfigMap {backup})" if backup else ""
     if reset_step.state == "Done":
         return f"The offsets WERE changed by the {action}{kept}"
-    if reset_step.attempts > 0:
-        # a change may have reached Connect with its answer lost on the way back
-        return f"The offsets may have been changed: the reset step ran and did not confirm{kept}"
-    return "Offsets were not changed"
+    if changed:
+        # a change may have reached Connect or Kafka with its answer lost on the way back
+        return f"The offsets may have been changed: an offsets call was sent and not confirmed{kept}"
+    return "Offsets were not changed (every offsets call was refused, or none was made)"
 
 
 def spec_hash(spec: dict[str, Any]) -> str:

@@ -102,8 +102,8 @@ class Sink:
     def wait_committed(self, expected: dict[int, int]) -> None:
         wait_for(lambda: self.committed() == expected, 90, f"{self.group} committed {expected}")
 
-    def snapshot(self, samples: int, interval_s: float) -> Snapshot:
-        return collect_snapshot(self.bootstrap, self.connect_url, self.name, samples, interval_s)
+    def snapshot(self, samples: int, interval_s: float, sleep: Callable[[float], None] = time.sleep) -> Snapshot:
+        return collect_snapshot(self.bootstrap, self.connect_url, self.name, samples, interval_s, sleep=sleep)
 
     def delete(self) -> None:
         httpx.delete(self.url, timeout=30)
@@ -132,11 +132,25 @@ def test_paused_sink_lag_is_exact_then_zero_after_resume(make_sink: Callable[[in
     sink.wait_state("PAUSED")
     # sampling starts while the sink is still caught up; records arrive during the sampling
     result: dict[str, Snapshot] = {}
-    collector = threading.Thread(target=lambda: result.update(snap=sink.snapshot(samples=5, interval_s=1.0)))
+    first_sample, produced = threading.Event(), threading.Event()
+
+    def between_samples(seconds: float) -> None:
+        # the collector sleeps only after a sample: after the first one, hold it until the
+        # records are in (a late first sample makes the next ones run back to back)
+        if not first_sample.is_set():
+            first_sample.set()
+            produced.wait(60)
+        time.sleep(seconds)
+
+    collector = threading.Thread(
+        target=lambda: result.update(snap=sink.snapshot(samples=5, interval_s=1.0, sleep=between_samples))
+    )
     collector.start()
-    time.sleep(1.5)
+    # not a fixed delay: on a loaded machine the first sample can take longer than any guess (CI12)
+    assert first_sample.wait(60)
     sink.produce(0, 7)
     sink.produce(1, 4)
+    produced.set()
     collector.join(timeout=120)
     early = result["snap"]
     assert [p.log_end for p in early.samples[0].partitions] == [3, 2]  # caught up at the first sample

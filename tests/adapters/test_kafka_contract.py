@@ -108,3 +108,15 @@ def test_consumer_group_offsets(backend: Backend) -> None:
     assert api.delete_group(group) is True
     assert api.group_offsets(group) == {}
     assert api.delete_group(group) is False
+
+
+def test_delete_topic(backend: Backend) -> None:
+    topic = unique("kc-syncs")
+    backend.create_topic(topic, 1)
+    backend.produce(topic, 0, 2)
+    api = backend.api
+    assert api.partitions_for([topic]) == [(topic, 0)]
+    assert api.delete_topic(topic) is True
+    with pytest.raises(TopicMissing):
+        api.partitions_for([topic])
+    assert api.delete_topic(topic) is False  # gone already: a success

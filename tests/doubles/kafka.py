@@ -7,11 +7,14 @@ Modelled (checked by the contract test): topics with partitions and records (off
 each with a timestamp), ``partitions_for`` / ``topics_matching`` / ``list_offsets`` (earliest,
 latest; by timestamp the first record at or after it, else the end offset), and consumer groups:
 committed offsets, ``alter_group_offsets`` (creates the group), ``delete_group`` (False when there
-is no group), :class:`GroupActive` while a group has members (a sink whose tasks still run).
+is no group), :class:`GroupActive` while a group has members (a sink whose tasks still run);
+``delete_topic`` (False when there is no topic).
 
 Not modelled: Connect's offsets topics (``read_connector_offsets``, ``write_tombstones``,
 ``restore_records``, ``verify_tombstones``: the source side of the tombstone strategy) and topic
-deletion/truncation; those raise ``NotImplementedError``, so a test that reaches them says so.
+truncation (DeleteRecords, which the test broker does not implement, so no contract could hold the
+double to it); those raise ``NotImplementedError``, so a test that reaches them says so. Topic
+deletion (MirrorMaker 2's offset-syncs cleanup) is modelled.
 """
 
 from __future__ import annotations
@@ -94,6 +97,11 @@ class FakeKafka:
                 out[(topic, partition)] = next((i for i, ts in enumerate(log) if ts >= int(spec)), len(log))
         return out
 
+    def delete_topic(self, topic: str) -> bool:
+        """Delete ``topic``; False when it did not exist (a success), as the admin API answers."""
+        self.calls.append(("delete_topic", (topic,)))
+        return self.topics.pop(topic, None) is not None
+
     # -- consumer groups ------------------------------------------------------------------------
 
     def group_offsets(self, group: str) -> dict[TopicPartition, int]:
@@ -146,9 +154,6 @@ class FakeKafka:
 
     def verify_tombstones(self, topic: str, records: Iterable[OffsetRecord], *, timeout_s: float | None = None) -> None:
         self._not_modelled("Connect's offsets topics")
-
-    def delete_topic(self, topic: str) -> bool:
-        self._not_modelled("topic deletion")
 
     def truncate_topic(self, topic: str) -> dict[int, int]:
         self._not_modelled("topic truncation")

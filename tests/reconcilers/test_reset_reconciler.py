@@ -850,3 +850,97 @@ async def test_a_set_to_action_on_a_topic_the_sink_does_not_read_is_refused(monk
     assert world.steps()["inspect"] == "Failed"
     assert "sink does not read topic(s) payments (it reads orders)" in world.condition("Succeeded")["message"]
     assert world.kafka.groups["connect-sink"] == GROUP_OFFSETS
+
+
+# -- MirrorMaker 2: the offsetSyncs step ------------------------------------------------------------
+
+MIRROR_SOURCE = "org.apache.kafka.connect.mirror.MirrorSourceConnector"
+SYNCS = "mm2-offset-syncs.b.internal"  # on the source cluster (the default), named after the target alias
+
+
+def mirror_world(monkeypatch: pytest.MonkeyPatch, *flows: str) -> ResetWorld:
+    """MirrorSourceConnectors a -> b on a 4.3 worker; the reset reaches the source cluster (where
+    the offset-syncs topic lives) through mirrorMaker2.sourceCluster, the ConnectCluster has no
+    spec.kafka (the REST strategy, read back from Connect). Each flow replicated partition 0 of
+    ``orders`` up to offset 7."""
+    from tests.doubles.connect import FakePlugin
+
+    world = make_reset_world(monkeypatch)
+    world.connect.plugins.append(FakePlugin(MIRROR_SOURCE, "source"))
+    world.kafka.create_topic(SYNCS, 1)
+    world.kafka.produce(SYNCS, 0, 3)
+    config = {
+        "connector.class": MIRROR_SOURCE,
+        "tasks.max": "1",
+        "source.cluster.alias": "a",
+        "target.cluster.alias": "b",
+        "source.cluster.bootstrap.servers": BOOTSTRAP,
+        "target.cluster.bootstrap.servers": BOOTSTRAP,
+        "topics": "orders",
+    }
+    replicated = {"partition": {"cluster": "a", "topic": "orders", "partition": 0}, "offset": {"offset": 7}}
+    for flow in flows:
+        world.seed(flow, config, [replicated])
+    world.connect.calls.clear()
+    return world
+
+
+def mirror_spec(**mm2: Any) -> dict[str, Any]:
+    block = {
+        "sourceConnector": "mm2-source",
+        "sourceAlias": "a",
+        "targetAlias": "b",
+        "sourceCluster": {"bootstrapServers": BOOTSTRAP},
+        **mm2,
+    }
+    return {"clusterRef": {"name": CLUSTER}, "action": "reset", "mirrorMaker2": block}
+
+
+async def test_offset_syncs_deleted_when_the_reset_covers_every_flow(monkeypatch: pytest.MonkeyPatch) -> None:
+    world = mirror_world(monkeypatch, "mm2-source")
+    world.create(mirror_spec(offsetSyncs="auto"))
+    assert await world.run() is True
+
+    assert SYNCS not in world.kafka.topics  # auto resolved to delete: no other flow uses it
+    assert ("delete_topic", (SYNCS,)) in world.kafka.calls
+    assert world.kafka.opened == [(BOOTSTRAP, {})]  # through mirrorMaker2.sourceCluster
+    assert world.offsets("mm2-source") == []
+    assert world.state("mm2-source") == ("STARTED", 1)
+    assert world.steps() == dict.fromkeys(STEPS, "Done")
+    assert world.step("offsetSyncs")["message"] == f"deleted offset-syncs topic {SYNCS}"
+    plan = world.status()["plan"]
+    assert (plan["offsetSyncsTopic"], plan["offsetSyncsCleanup"], plan["offsetSyncsCluster"]) == (
+        SYNCS,
+        "delete",
+        "source",
+    )
+
+
+async def test_offset_syncs_shared_with_another_flow_refuses_before_any_change(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    world = mirror_world(monkeypatch, "mm2-source", "mm2-other")
+    world.create(mirror_spec(offsetSyncs="auto"))
+    assert await world.run() is True
+
+    assert world.kafka.topics[SYNCS] != []  # still there
+    assert ("delete_topic", (SYNCS,)) not in world.kafka.calls
+    assert world.connect.writes() == []  # nothing stopped, nothing changed
+    assert world.offsets("mm2-source") == world.offsets("mm2-other") != []
+    assert world.steps()["inspect"] == "Failed"
+    cond = world.condition("Succeeded")
+    assert cond["reason"] == "InspectFailed"
+    assert "also used by 1 other MirrorSourceConnector flow" in cond["message"]
+    assert world.kube.leases == {}
+
+
+async def test_offset_syncs_kept_on_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    world = mirror_world(monkeypatch, "mm2-source", "mm2-other")
+    world.create(mirror_spec(offsetSyncs="keep"))
+    assert await world.run() is True
+
+    assert SYNCS in world.kafka.topics
+    assert world.offsets("mm2-source") == []
+    assert world.offsets("mm2-other") != []  # the other flow is not touched
+    assert world.steps()["offsetSyncs"] == "Skipped"
+    assert world.status()["phase"] == "Succeeded"

@@ -179,6 +179,7 @@ class OffsetResetExecutor:
             run.status.connectors = self._connector_names(spec, connector)
         if cluster.spec.kafka is not None:
             run.kafka = self._kafka_factory(cluster.spec.kafka.bootstrap_servers, cluster.kafka_config)
+        run.kafka_factory = self._kafka_factory
         await self._execute(run, body)
         return True
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 
-from connectops.adapters.kafka import KafkaOffsets
 from connectops.models.offset_reset import OffsetsTopicLocation, OffsetSyncsCleanup
 from connectops.planning.offset_reset import MirrorFlow, offset_syncs_topic, shares_syncs_topic
 from connectops.reconcilers.reset_run import KafkaApi, Run, StepFailed
@@ -58,7 +57,7 @@ async def clean_offset_syncs(run: Run) -> str:
     access = mm2.source_cluster if plan.offset_syncs_cluster == "source" else mm2.target_cluster
     kafka: KafkaApi
     if access is not None:
-        kafka = KafkaOffsets(access.bootstrap_servers, access.config)
+        kafka = run.kafka_factory(access.bootstrap_servers, access.config)
     elif run.kafka is not None:
         kafka = run.kafka
     else:

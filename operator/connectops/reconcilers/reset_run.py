@@ -110,6 +110,8 @@ class Run:
     cluster: ClusterHandle
     emit: EmitEvent
     kafka: KafkaApi | None = None
+    #: builds the access to another Kafka cluster (MirrorMaker 2's source or target)
+    kafka_factory: KafkaFactory = KafkaOffsets
     managed_states: dict[str, str] = field(default_factory=dict)
 
     def step(self, step: Step) -> StepStatus:

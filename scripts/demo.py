@@ -111,6 +111,12 @@ def main() -> int:
         cluster = yaml.safe_load((ROOT / "examples/connect-cluster.yaml").read_text())
         cluster["spec"]["restUrl"] = env.connect.url
         cluster["spec"]["kafka"]["bootstrapServers"] = env.kafka.bootstrap
+        # the embedded worker's internal topics (a reset reads offsets back from them)
+        cluster["spec"]["topics"] = {
+            "offsets": env.connect.offset_topic,
+            "configs": env.connect.config_topic,
+            "status": env.connect.status_topic,
+        }
         custom.create_namespaced_custom_object(GROUP, VERSION, "default", "connectclusters", cluster)
         for doc in yaml.safe_load_all((ROOT / "examples/filestream-connectors.yaml").read_text()):
             custom.create_namespaced_custom_object(GROUP, VERSION, "default", "connectors", doc)

@@ -116,7 +116,9 @@ def test_delete_topic(backend: Backend) -> None:
     backend.produce(topic, 0, 2)
     api = backend.api
     assert api.partitions_for([topic]) == [(topic, 0)]
+    assert api.topic_exists(topic) is True
     assert api.delete_topic(topic) is True
     with pytest.raises(TopicMissing):
         api.partitions_for([topic])
+    assert api.topic_exists(topic) is False
     assert api.delete_topic(topic) is False  # gone already: a success

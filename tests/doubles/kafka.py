@@ -97,6 +97,10 @@ class FakeKafka:
                 out[(topic, partition)] = next((i for i, ts in enumerate(log) if ts >= int(spec)), len(log))
         return out
 
+    def topic_exists(self, topic: str) -> bool:
+        self.calls.append(("topic_exists", (topic,)))
+        return topic in self.topics
+
     def delete_topic(self, topic: str) -> bool:
         """Delete ``topic``; False when it did not exist (a success), as the admin API answers."""
         self.calls.append(("delete_topic", (topic,)))

@@ -111,10 +111,13 @@ def test_restart_tokens_act_once_and_never_cause_drift(k8s: K8s, connect: Connec
         for entry in obj["metadata"].get("managedFields") or []:
             if entry["manager"] == MANAGER:
                 continue
-            owned = str(entry.get("fieldsV1", {}))
+            owned = entry.get("fieldsV1", {})
+            # by key, not by substring: status fields such as f:specHash are not f:spec
             assert "f:spec" not in owned, entry
-            assert "connectops.io/restart" not in owned, entry
-            assert "connectops.io/reconcile" not in owned, entry
+            annotations = owned.get("f:metadata", {}).get("f:annotations", {})
+            assert "f:connectops.io/restart" not in annotations, entry
+            assert "f:connectops.io/restart-tasks" not in annotations, entry
+            assert "f:connectops.io/reconcile" not in annotations, entry
         # deleted while the proxy still stands: the finalizer deletes the connector through it
         k8s.delete("connectors", name)
         wait_for(lambda: not k8s.exists("connectors", name), 120, "the Connector deleted")

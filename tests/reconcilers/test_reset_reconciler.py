@@ -944,3 +944,23 @@ async def test_offset_syncs_kept_on_request(monkeypatch: pytest.MonkeyPatch) -> 
     assert world.offsets("mm2-other") != []  # the other flow is not touched
     assert world.steps()["offsetSyncs"] == "Skipped"
     assert world.status()["phase"] == "Succeeded"
+
+
+async def test_an_offsets_topic_that_is_not_there_is_refused_before_any_change(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the ConnectCluster names no spec.topics: the default connect-offsets, which this Kafka lacks
+    world = make_reset_world(monkeypatch, kafka=True)
+    world.seed(NAME, SOURCE_CONFIG, SOURCE_OFFSETS)
+    world.connect.calls.clear()
+    world.create(reset_spec())
+    assert await world.run() is True
+
+    assert world.connect.writes() == []
+    assert world.offsets(NAME) == SOURCE_OFFSETS
+    assert world.state(NAME) == ("STARTED", 1)
+    assert world.steps()["inspect"] == "Failed"
+    cond = world.condition("Succeeded")
+    assert cond["reason"] == "InspectFailed"
+    assert "'connect-offsets' (ConnectCluster main spec.topics.offsets) does not exist" in cond["message"]
+    assert world.kube.leases == {}

@@ -62,6 +62,7 @@ class Inspector:
                     offsets_external=bool(owner and owner[1].offsets_managed_externally),
                 )
             )
+        await self._offsets_topic_exists(run, targets)
         flows = await reset_mm2.other_flows(run, {name: owner[0] for name, owner in managed.items()})
         plan = plan_reset(run.spec, targets, caps, has_kafka_access=run.kafka is not None, other_flows=flows)
         published = ResetPlanStatus.model_validate(plan.summary())
@@ -101,6 +102,21 @@ class Inspector:
             f"{plan.strategy} {run.spec.action} of {', '.join(t.name for t in targets)} "
             f"({', '.join(str(t.kind) for t in targets)}, worker {version})"
         )
+
+    @staticmethod
+    async def _offsets_topic_exists(run: Run, targets: list[TargetConnector]) -> None:
+        """With Kafka access, a source's offsets are read back from the worker's offsets topic
+        (ConnectCluster spec.topics.offsets): one that is not there (a ConnectCluster that names
+        the wrong topic) is refused here, before anything is stopped, rather than after a change."""
+        if run.kafka is None or all(t.kind is ConnectorKind.SINK for t in targets):
+            return
+        topic = run.cluster.spec.topics.offsets
+        if not await asyncio.to_thread(run.kafka.topic_exists, topic):
+            raise PlanError(
+                f"the workers' offsets topic {topic!r} (ConnectCluster {run.cluster.name} spec.topics.offsets) "
+                "does not exist on its Kafka cluster: set spec.topics.offsets to the workers' "
+                "offset.storage.topic; nothing was changed"
+            )
 
     @staticmethod
     def _scope(

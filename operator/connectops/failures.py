@@ -23,9 +23,18 @@ class ConnectopsError(Exception):
     #: a CamelCase condition reason; subclasses name themselves unless they say otherwise
     reason: ClassVar[str] = ""
 
+    #: the other side checked the request and did nothing (a 4xx, a rebalance, a group still in
+    #: use): a call that raised it changed nothing. False when the outcome is unknown (a 5xx, no
+    #: answer), which is what a change log must then assume.
+    refused: ClassVar[bool] = False
+
     def __init__(self, message: str, *, operation: str = "") -> None:
         super().__init__(message)
         self.operation = operation
+
+    def changed_nothing(self) -> bool:
+        """Whether the failed call is known to have changed nothing (see ``refused``)."""
+        return self.refused
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,6 +55,7 @@ from connectops.adapters.connect_rest import (
 )
 from connectops.planning.connector import capabilities_for
 from connectops.planning.offset_reset import sink_group
+from connectops.reconcilers.clusters import ConnectClientFactory
 from tests.doubles.kafka import FakeKafka
 
 JSONDict = dict[str, Any]
@@ -604,3 +605,13 @@ class FakeConnect:
 
 #: checked by mypy: the double implements the whole interface the reconcilers call
 _FAKE_IMPLEMENTS_API: type[ConnectApi] = FakeConnect
+
+
+def client_factory(workers: Mapping[str, FakeConnect]) -> ConnectClientFactory:
+    """The ClusterRegistry's client factory over in-memory workers, by their REST URL (a URL with
+    no worker is a test's mistake: KeyError)."""
+
+    def make(base_url: str, **_: Any) -> ConnectApi:
+        return workers[base_url]
+
+    return make

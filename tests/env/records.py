@@ -7,48 +7,16 @@ import uuid
 from typing import Any
 
 
-def topic_record_count(bootstrap: str, topic: str, idle: float = 2.0) -> int:
-    """Records in ``topic``, counted by reading it from the start until it stays quiet.
-
-    Not from watermarks: Tansu reports a partition's end offset as the last *batch*'s base offset
-    + 1 (a 3-record batch moves it by one), where Apache Kafka reports the next record's offset.
-    """
+def _read_topic(bootstrap: str, topic: str, idle: float, *, one_partition: bool = False) -> list[Any]:
+    """Every record of ``topic`` (a missing topic has none), read from the start until it stays
+    quiet for ``idle`` seconds (at most 30 s). ``one_partition``: the topic must have exactly one
+    partition, so the records come in offset order."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
-            "group.id": f"count-{uuid.uuid4().hex[:6]}",
-            "enable.auto.commit": False,
-            "enable.partition.eof": False,
-        }
-    )
-    try:
-        meta = consumer.list_topics(topic, timeout=10)
-        if topic not in meta.topics or meta.topics[topic].error is not None:
-            return 0
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in meta.topics[topic].partitions])
-        count, quiet_since, deadline = 0, time.monotonic(), time.monotonic() + 30
-        while time.monotonic() - quiet_since < idle and time.monotonic() < deadline:
-            batch = consumer.consume(num_messages=1000, timeout=0.3)
-            real = [m for m in batch if m.error() is None]
-            if real:
-                count += len(real)
-                quiet_since = time.monotonic()
-        return count
-    finally:
-        consumer.close()
-
-
-def topic_values(bootstrap: str, topic: str, idle: float = 2.0) -> list[str]:
-    """Every record value of a one-partition ``topic``, in offset order, read from the start
-    until it stays quiet (what a connector wrote, as a reader sees it)."""
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"values-{uuid.uuid4().hex[:6]}",
+            "group.id": f"read-{uuid.uuid4().hex[:6]}",
             "enable.auto.commit": False,
             "enable.partition.eof": False,
         }
@@ -58,19 +26,35 @@ def topic_values(bootstrap: str, topic: str, idle: float = 2.0) -> list[str]:
         if topic not in meta.topics or meta.topics[topic].error is not None:
             return []
         partitions = sorted(meta.topics[topic].partitions)
-        assert partitions == [0], f"{topic} has partitions {partitions}: values are ordered per partition"
-        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
-        values: list[str] = []
+        if one_partition:
+            assert partitions == [0], f"{topic} has partitions {partitions}: values are ordered per partition"
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+        records: list[Any] = []
         quiet_since, deadline = time.monotonic(), time.monotonic() + 30
         while time.monotonic() - quiet_since < idle and time.monotonic() < deadline:
             batch = consumer.consume(num_messages=1000, timeout=0.3)
             real = [m for m in batch if m.error() is None]
             if real:
-                values.extend((m.value() or b"").decode() for m in real)
+                records.extend(real)
                 quiet_since = time.monotonic()
-        return values
+        return records
     finally:
         consumer.close()
+
+
+def topic_record_count(bootstrap: str, topic: str, idle: float = 2.0) -> int:
+    """Records in ``topic``, counted by reading it from the start until it stays quiet.
+
+    Not from watermarks: Tansu reports a partition's end offset as the last *batch*'s base offset
+    + 1 (a 3-record batch moves it by one), where Apache Kafka reports the next record's offset.
+    """
+    return len(_read_topic(bootstrap, topic, idle))
+
+
+def topic_values(bootstrap: str, topic: str, idle: float = 2.0) -> list[str]:
+    """Every record value of a one-partition ``topic``, in offset order, read from the start
+    until it stays quiet (what a connector wrote, as a reader sees it)."""
+    return [(m.value() or b"").decode() for m in _read_topic(bootstrap, topic, idle, one_partition=True)]
 
 
 # Why one record per batch: the test broker (Tansu 0.6, memory storage) moves a partition's high

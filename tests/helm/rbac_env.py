@@ -652,7 +652,6 @@ class Scenario:
             status: dict[str, Any] = self.k8s.get("offsetresets", "r").get("status") or {}
         except ApiException:
             return {}
-        status.pop("kopf", None)  # kopf's own progress bookkeeping is not the reset's status
         return status
 
     def _reset_phase_now(self) -> str | None:

@@ -26,14 +26,12 @@ from typing import Any, cast
 
 import pytest
 
-from connectops.adapters.connect_rest import ConnectApi
 from connectops.adapters.kube import KubeClient, Lock, lock_name
 from connectops.planning.ownership import Claim
 from connectops.reconcilers import common, reset_changes
 from connectops.reconcilers.clusters import ClusterRegistry
 from connectops.reconcilers.offset_reset import OffsetResetExecutor, backup_name, lock_holder
-from connectops.redact import Redactor
-from tests.doubles.connect import FakeConnect, FakeConnector
+from tests.doubles.connect import FakeConnect, FakeConnector, client_factory
 from tests.doubles.kafka import FakeKafka
 from tests.doubles.kube import FakeKube
 from tests.reconcilers.world import CLUSTER, NAMESPACE, URL, Event, settings
@@ -222,22 +220,9 @@ def make_reset_world(
         cluster["kafka"] = {"bootstrapServers": BOOTSTRAP}
     kube.add_connect_cluster(NAMESPACE, CLUSTER, cluster)
 
-    def client_factory(
-        base_url: str,
-        *,
-        auth: tuple[str, str] | None,
-        verify: bool | str,
-        timeout: float,
-        max_concurrency: int,
-        max_response_bytes: int,
-        redactor: Redactor,
-    ) -> ConnectApi:
-        assert base_url == URL
-        return fake
-
     config = settings()
     real_kube = cast(KubeClient, kube)  # FakeKube implements ResetKubeApi, what these call
-    clusters = ClusterRegistry(real_kube, config, client_factory=client_factory)
+    clusters = ClusterRegistry(real_kube, config, client_factory=client_factory({URL: fake}))
     executor = OffsetResetExecutor(
         real_kube,
         clusters,

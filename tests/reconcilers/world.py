@@ -15,16 +15,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from connectops.adapters.connect_rest import ConnectApi
 from connectops.adapters.kube import KubeClient
 from connectops.planning.ownership import Claim
 from connectops.reconcilers.checks import CheckRunner, check_defaults
 from connectops.reconcilers.clusters import ClusterRegistry
 from connectops.reconcilers.common import Outcome, status_patch
 from connectops.reconcilers.connector import ConnectorObject, ConnectorReconciler
-from connectops.redact import Redactor
 from connectops.settings import Settings
-from tests.doubles.connect import FakeConnect
+from tests.doubles.connect import FakeConnect, client_factory
 from tests.doubles.kube import FakeKube
 
 NAMESPACE = "team-a"
@@ -141,20 +139,8 @@ def make_world(*workers: tuple[str, FakeConnect], **setting_overrides: Any) -> W
     kube = FakeKube()
     kube.add_connect_cluster(NAMESPACE, CLUSTER, {"restUrl": URL})
 
-    def client_factory(
-        base_url: str,
-        *,
-        auth: tuple[str, str] | None,
-        verify: bool | str,
-        timeout: float,
-        max_concurrency: int,
-        max_response_bytes: int,
-        redactor: Redactor,
-    ) -> ConnectApi:
-        return fakes[base_url]
-
     config = settings(**setting_overrides)
     real_kube = cast(KubeClient, kube)  # FakeKube implements ConnectorKubeApi, what these call
-    clusters = ClusterRegistry(real_kube, config, client_factory=client_factory)
+    clusters = ClusterRegistry(real_kube, config, client_factory=client_factory(fakes))
     checks = CheckRunner(real_kube, config, check_defaults(config))
     return World(ConnectorReconciler(real_kube, clusters, config, checks), kube, fakes)

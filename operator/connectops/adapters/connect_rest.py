@@ -106,6 +106,11 @@ class ConnectError(ConnectopsError):
         super().__init__(message, operation=operation)
         self.status = status
 
+    def changed_nothing(self) -> bool:
+        # a 4xx is Connect checking the request and doing nothing; a 5xx or no answer may come
+        # after some offsets were written (a source's offsets are several records, no transaction)
+        return self.refused or (self.status or 0) in range(400, 500)
+
 
 class ConnectUnavailable(ConnectError):
     """The worker did not answer usefully: connection refused, timeout, or a 5xx."""
@@ -119,6 +124,7 @@ class ConnectRebalancing(ConnectError):
     retry soon."""
 
     retryable = True
+    refused = True
 
 
 class ConnectNotFound(ConnectError):
@@ -137,6 +143,8 @@ class ConnectConflict(ConnectError):
 
 class ConnectRejected(ConnectError):
     """4xx: Connect refused the request as given (bad config, wrong state for the operation)."""
+
+    refused = True
 
 
 class ConnectResponseTooLarge(ConnectError):

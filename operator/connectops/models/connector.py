@@ -16,7 +16,7 @@ from connectops.models.base import (
     StatusModel,
 )
 from connectops.models.checks import CheckSpec, LastCheck
-from connectops.models.offset_reset import TIMESTAMP_PATTERN, OffsetEntry, timestamp_ms
+from connectops.models.offset_reset import OffsetEntry, TimestampText, timestamp_ms
 
 #: Keys the operator renders from dedicated spec fields; accepting them in ``config`` would
 #: give one setting two owners.
@@ -162,10 +162,8 @@ class ConnectorOffsets(CamelModel):
     set_to: SetTo | None = Field(
         default=None, description="onCreate set, sink connectors: earliest, latest or timestamp on the topics it reads."
     )
-    timestamp: str | None = Field(
+    timestamp: TimestampText | None = Field(
         default=None,
-        max_length=40,
-        pattern=TIMESTAMP_PATTERN,
         description="setTo timestamp: RFC 3339 time with its offset (2026-01-31T12:00:00Z) or epoch milliseconds.",
     )
     topics: list[str] = Field(

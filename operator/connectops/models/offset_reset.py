@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Final
+from typing import Annotated, Any, Final
 
-from pydantic import Field, model_validator
+from pydantic import Field, StringConstraints, model_validator
 
 from connectops.models.base import CamelModel, Condition, LocalObjectRef, StatusModel
 from connectops.models.checks import LastCheck
@@ -31,6 +31,8 @@ TIMESTAMP_PATTERN: Final = (
     r"^([0-9]{1,15}|[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}"
     r"(\.[0-9]{1,9})?([Zz]|[+-][0-9]{2}:[0-9]{2}))$"
 )
+#: a spec timestamp as the schema bounds it (its value is checked by :func:`timestamp_ms`)
+TimestampText = Annotated[str, StringConstraints(max_length=40, pattern=TIMESTAMP_PATTERN)]
 #: 9999-12-31T23:59:59.999Z: the last instant RFC 3339 can write, and far inside Kafka's int64.
 MAX_TIMESTAMP_MS: Final = 253_402_300_799_999
 
@@ -178,10 +180,8 @@ class OffsetResetSpec(CamelModel):
     offsets: list[OffsetEntry] = Field(
         default_factory=list, description="For alter: the partitions and their new offsets."
     )
-    timestamp: str | None = Field(
+    timestamp: TimestampText | None = Field(
         default=None,
-        max_length=40,
-        pattern=TIMESTAMP_PATTERN,
         description="For toTimestamp: RFC 3339 time with its offset (2026-01-31T12:00:00Z) or epoch milliseconds.",
     )
     topics: list[str] = Field(

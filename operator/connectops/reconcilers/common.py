@@ -76,12 +76,6 @@ class Conditions:
 
     @property
     def items(self) -> list[Condition]:
-        """The conditions as models, for a status model (its ``for_storage`` drops empty strings)."""
+        """The conditions as models, for a status model (its ``for_storage`` drops empty strings:
+        some API servers, 1.20 built with Go >= 1.16, kubernetes#99804, reject "" in custom objects)."""
         return list(self._items)
-
-    def dump(self) -> list[dict[str, Any]]:
-        # empty strings are left out: some API servers (1.20 built with Go >= 1.16,
-        # kubernetes#99804) reject "" in custom objects, and an absent message means the same
-        return [
-            {k: v for k, v in c.model_dump(by_alias=True, exclude_none=True).items() if v != ""} for c in self._items
-        ]

@@ -4,7 +4,7 @@ Modelled on Strimzi's connector reconciler (GET, compare, PUT only on a real dif
 written only when it changed), with Connect's own validate endpoint as the gate in front of
 every write: an invalid config is reported and nothing is applied.
 
-Why ~700 lines in one module: it is the Connector's whole observe-plan-apply-report cycle
+Why ~650 lines in one module: it is the Connector's whole observe-plan-apply-report cycle
 (validate, act, settle, report, verbs, checks, delete) around one status model; the decisions
 themselves are pure and live in planning/connector.py and planning/verbs.py, so what is left here
 is the order of the calls, which reads best in one place.
@@ -35,7 +35,6 @@ from connectops.adapters.kube import KubeClient, KubeError, KubeObjectMissing, L
 from connectops.errors import NotReadyYet, SpecInvalid, WorkerStarting
 from connectops.models.base import utcnow_iso
 from connectops.models.checks import LastCheck
-from connectops.models.connect_cluster import Capabilities
 from connectops.models.connector import (
     AutoRestartStatus,
     ConnectorSpec,
@@ -65,8 +64,7 @@ from connectops.planning.verbs import RECONCILE, BadVerb, Restart, acted_on, pen
 from connectops.reconcilers.checks import CheckRunner, apply_check_conditions
 from connectops.reconcilers.clusters import ClusterHandle, ClusterRegistry
 from connectops.reconcilers.common import Conditions, EmitEvent, Outcome
-from connectops.reconcilers.on_create import CONDITION as OFFSETS_ON_CREATE
-from connectops.reconcilers.on_create import OffsetsOnCreate
+from connectops.reconcilers.on_create import NewConnector, OffsetsOnCreate
 from connectops.redact import Redactor
 from connectops.settings import Settings
 from connectops.validation import describe_validation_error
@@ -264,7 +262,10 @@ class ConnectorReconciler:
         if _reconcile_paused(obj, conditions):
             self._report(status, state, obj.status.auto_restart)
             return
-        pending = await self._offsets_pending(obj, spec, connector, client, desired, status, conditions, emit)
+        new = NewConnector(
+            client, obj.namespace, obj.name, obj.uid, spec, connector, desired, obj.status.offsets_on_create
+        )
+        pending = await self._on_create.pending(new, status, conditions, emit)
         if pending:
             self._report(status, state, obj.status.auto_restart)
             return
@@ -294,13 +295,13 @@ class ConnectorReconciler:
 
         created = any(isinstance(a, Create) for a in plan.actions)
         if created and on_create_plan.needs_reset(spec.offsets):
-            await self._create_with_offsets(obj, spec, connector, client, caps, desired, status, conditions, emit)
+            await self._on_create.create(new, caps, status, conditions, emit)
             self._report(status, state, book_raw)
             return
         for action in plan.actions:
             book_raw = await self._act(action, client, connector, desired, book, book_raw, emit, periodic)
         conditions.set("Synced", True, "Synced", "live config matches the spec")
-        await self._offsets_reported(obj, spec, connector, client, caps, created, status, conditions, emit)
+        await self._on_create.report(new, caps, created, status, conditions, emit)
 
         if plan.actions:
             state = await self._settle(client, connector, spec)
@@ -323,73 +324,6 @@ class ConnectorReconciler:
         if state is not None:
             await self._verbs(obj, client, connector, status, emit)
         await self._check(obj, spec, connector, cluster, plan.actions, conditions, status)
-
-    async def _offsets_pending(
-        self,
-        obj: ConnectorObject,
-        spec: ConnectorSpec,
-        connector: str,
-        client: ConnectApi,
-        desired: dict[str, str],
-        status: ConnectorStatus,
-        conditions: Conditions,
-        emit: EmitEvent,
-    ) -> bool | None:
-        """spec.offsets of a connector being created: True while nothing else may change (being
-        applied, or failed), False when it was applied just now, None when nothing is pending."""
-        marker = obj.status.offsets_on_create
-        if marker is None or marker.state not in (on_create_plan.APPLYING, on_create_plan.FAILED):
-            return None
-        return await self._on_create.progress(
-            client, obj.namespace, obj.name, obj.uid, spec, connector, desired, marker, status, conditions, emit
-        )
-
-    async def _offsets_reported(
-        self,
-        obj: ConnectorObject,
-        spec: ConnectorSpec,
-        connector: str,
-        client: ConnectApi,
-        caps: Capabilities,
-        created: bool,
-        status: ConnectorStatus,
-        conditions: Conditions,
-        emit: EmitEvent,
-    ) -> None:
-        """What spec.offsets (resume, or none) meant: for a connector just created, what it resumes
-        from; for one that exists, that a later spec.offsets does nothing."""
-        if created and caps.stop:
-            await self._on_create.report_resume(client, spec, connector, status, emit)
-        elif not created:
-            OffsetsOnCreate.later(spec, obj.status.offsets_on_create, conditions)
-
-    async def _create_with_offsets(
-        self,
-        obj: ConnectorObject,
-        spec: ConnectorSpec,
-        connector: str,
-        client: ConnectApi,
-        caps: Capabilities,
-        desired: dict[str, str],
-        status: ConnectorStatus,
-        conditions: Conditions,
-        emit: EmitEvent,
-    ) -> None:
-        """Create a connector whose first offsets spec.offsets sets (see reconcilers/on_create.py)."""
-        if not caps.initial_state:
-            message = (
-                "spec.offsets onCreate clear/set creates the connector STOPPED, which needs Kafka Connect 3.7 "
-                "or later (KIP-980); nothing was created. Upgrade the workers, or use onCreate: resume and an "
-                "OffsetReset"
-            )
-            conditions.set(OFFSETS_ON_CREATE, False, "NeedsConnect37", message, event_on_change=True, warning=True)
-            conditions.set("Synced", False, "NeedsConnect37", "nothing was created")
-            conditions.set("Ready", False, "NeedsConnect37", message)
-            return
-        marker = await self._on_create.start(obj.namespace, obj.name, obj.uid, spec, status)
-        await self._on_create.progress(
-            client, obj.namespace, obj.name, obj.uid, spec, connector, desired, marker, status, conditions, emit
-        )
 
     async def _validated(
         self,

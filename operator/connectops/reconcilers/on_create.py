@@ -18,11 +18,13 @@ as a Warning Event.
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 from typing import Any
 
 from connectops.adapters.connect_rest import ConnectApi, ConnectConflict, ConnectError
 from connectops.adapters.kube import KubeClient, KubeObjectMissing
 from connectops.models.base import GROUP, VERSION
+from connectops.models.connect_cluster import Capabilities
 from connectops.models.connector import ConnectorSpec, ConnectorStatus, OffsetsOnCreateStatus
 from connectops.models.offset_reset import OffsetResetStatus
 from connectops.planning.on_create import (
@@ -41,59 +43,105 @@ CONDITION = "OffsetsOnCreate"
 FOUND_SHOWN = 10
 
 
+@dataclass(frozen=True)
+class NewConnector:
+    """The Connector being reconciled, as the on-create steps need it."""
+
+    client: ConnectApi
+    namespace: str
+    object_name: str
+    uid: str
+    spec: ConnectorSpec
+    connector: str
+    desired: dict[str, str]
+    #: ``status.offsetsOnCreate`` as stored before this reconcile
+    stored: OffsetsOnCreateStatus | None
+
+
 class OffsetsOnCreate:
     def __init__(self, kube: KubeClient) -> None:
         self._kube = kube
 
-    async def start(
+    async def pending(
+        self, new: NewConnector, status: ConnectorStatus, conditions: Conditions, emit: EmitEvent
+    ) -> bool | None:
+        """Carry on with spec.offsets of a connector being created: True while nothing else may
+        change (being applied, or failed), False when it was applied just now, None when nothing
+        is pending."""
+        if new.stored is None or new.stored.state not in (APPLYING, FAILED):
+            return None
+        return await self._progress(new, new.stored, status, conditions, emit)
+
+    async def create(
+        self, new: NewConnector, caps: Capabilities, status: ConnectorStatus, conditions: Conditions, emit: EmitEvent
+    ) -> None:
+        """Create a connector whose first offsets spec.offsets (clear, set) writes."""
+        if not caps.initial_state:
+            message = (
+                "spec.offsets onCreate clear/set creates the connector STOPPED, which needs Kafka Connect 3.7 "
+                "or later (KIP-980); nothing was created. Upgrade the workers, or use onCreate: resume and an "
+                "OffsetReset"
+            )
+            conditions.set(CONDITION, False, "NeedsConnect37", message, event_on_change=True, warning=True)
+            conditions.set("Synced", False, "NeedsConnect37", "nothing was created")
+            conditions.set("Ready", False, "NeedsConnect37", message)
+            return
+        marker = await self._start(new, status)
+        await self._progress(new, marker, status, conditions, emit)
+
+    async def report(
         self,
-        namespace: str,
-        object_name: str,
-        uid: str,
-        spec: ConnectorSpec,
+        new: NewConnector,
+        caps: Capabilities,
+        created: bool,
         status: ConnectorStatus,
-    ) -> OffsetsOnCreateStatus:
+        conditions: Conditions,
+        emit: EmitEvent,
+    ) -> None:
+        """What spec.offsets (resume, or none) meant: for a connector just created, what it resumes
+        from; for one that exists, that a later spec.offsets does nothing."""
+        if created and caps.stop:
+            await self._report_resume(new, status, emit)
+        elif not created:
+            self._later(new.spec, new.stored, conditions)
+
+    async def _start(self, new: NewConnector, status: ConnectorStatus) -> OffsetsOnCreateStatus:
         """Store the marker before anything is created: from here on every reconcile finishes
         the job (see the module docstring)."""
-        assert spec.offsets is not None
+        assert new.spec.offsets is not None
         marker = OffsetsOnCreateStatus(
-            on_create=str(spec.offsets.on_create),
+            on_create=str(new.spec.offsets.on_create),
             state=APPLYING,
-            offset_reset=reset_name(object_name, uid),
-            spec_hash=offsets_hash(spec.offsets),
+            offset_reset=reset_name(new.object_name, new.uid),
+            spec_hash=offsets_hash(new.spec.offsets),
             message="the connector is created STOPPED; an OffsetReset applies spec.offsets before its first task runs",
         )
         status.offsets_on_create = marker
-        await self._kube.patch_status(namespace, "connectors", object_name, status.for_storage("offsets_on_create"))
+        patch = status.for_storage("offsets_on_create")
+        await self._kube.patch_status(new.namespace, "connectors", new.object_name, patch)
         return marker
 
-    async def progress(
+    async def _progress(
         self,
-        client: ConnectApi,
-        namespace: str,
-        object_name: str,
-        uid: str,
-        spec: ConnectorSpec,
-        connector: str,
-        desired: dict[str, str],
+        new: NewConnector,
         marker: OffsetsOnCreateStatus,
         status: ConnectorStatus,
         conditions: Conditions,
         emit: EmitEvent,
     ) -> bool:
         """Carry the job on; True while the Connector must change nothing else (applying, or failed)."""
-        if await client.get_connector(connector) is None:
+        if await new.client.get_connector(new.connector) is None:
             # a conflict: created concurrently, or by an attempt whose answer was lost
             with contextlib.suppress(ConnectConflict):
-                await client.create(connector, desired, "STOPPED")
+                await new.client.create(new.connector, new.desired, "STOPPED")
             emit(
                 "Normal",
                 "Created",
-                f"connector {connector} created STOPPED: spec.offsets ({marker.on_create}) is applied "
+                f"connector {new.connector} created STOPPED: spec.offsets ({marker.on_create}) is applied "
                 "before its first task runs",
             )
-        name = marker.offset_reset or reset_name(object_name, uid)
-        reset = await self._reset(namespace, name, object_name, uid, spec)
+        name = marker.offset_reset or reset_name(new.object_name, new.uid)
+        reset = await self._reset(new, name)
         phase = reset.phase
         if phase == "Succeeded":
             done = marker.model_copy(
@@ -128,40 +176,27 @@ class OffsetsOnCreate:
         conditions.set("Ready", False, "ApplyingOffsets", message)
         return True
 
-    async def _reset(
-        self, namespace: str, name: str, object_name: str, uid: str, spec: ConnectorSpec
-    ) -> OffsetResetStatus:
+    async def _reset(self, new: NewConnector, name: str) -> OffsetResetStatus:
         """The OffsetReset's status; created (by its fixed name) when missing."""
         try:
-            found = await self._kube.custom_object(namespace, "offsetresets", name)
+            found = await self._kube.custom_object(new.namespace, "offsetresets", name)
         except KubeObjectMissing:
-            assert spec.offsets is not None
-            manifest = reset_manifest(spec.offsets, namespace, object_name, uid)
-            await self._kube.create_object(GROUP, VERSION, namespace, "offsetresets", manifest)
+            assert new.spec.offsets is not None
+            manifest = reset_manifest(new.spec.offsets, new.namespace, new.object_name, new.uid)
+            await self._kube.create_object(GROUP, VERSION, new.namespace, "offsetresets", manifest)
             return OffsetResetStatus()
         return OffsetResetStatus.salvage(found.get("status"))
 
-    async def report_resume(
-        self,
-        client: ConnectApi,
-        spec: ConnectorSpec,
-        connector: str,
-        status: ConnectorStatus,
-        emit: EmitEvent,
-    ) -> None:
+    async def _report_resume(self, new: NewConnector, status: ConnectorStatus, emit: EmitEvent) -> None:
         """A connector just created with ``resume``: say what it resumes from, if anything."""
+        resumed = OffsetsOnCreateStatus(on_create="resume", state=RESUMED, spec_hash=offsets_hash(new.spec.offsets))
         try:
-            found: list[dict[str, Any]] = [
-                e for e in await client.get_offsets(connector) if e.get("offset") is not None
-            ]
+            entries = await new.client.get_offsets(new.connector)
         except ConnectError as exc:
-            status.offsets_on_create = OffsetsOnCreateStatus(
-                on_create="resume",
-                state=RESUMED,
-                spec_hash=offsets_hash(spec.offsets),
-                message=f"the offsets under this name could not be read when it was created: {exc}"[:1000],
-            )
+            message = f"the offsets under this name could not be read when it was created: {exc}"
+            status.offsets_on_create = resumed.model_copy(update={"message": message[:1000]})
             return
+        found: list[dict[str, Any]] = [e for e in entries if e.get("offset") is not None]
         message = (
             f"created under a name used before: it resumes from {len(found)} partition offset(s) left by an "
             "earlier connector of that name (on a worker shared by several teams they may be another "
@@ -169,19 +204,14 @@ class OffsetsOnCreate:
             if found
             else "no offsets under this name: it starts from the beginning its config says"
         )
-        status.offsets_on_create = OffsetsOnCreateStatus(
-            on_create="resume",
-            state=RESUMED,
-            spec_hash=offsets_hash(spec.offsets),
-            found_partitions=len(found),
-            found=found[:FOUND_SHOWN],
-            message=message,
+        status.offsets_on_create = resumed.model_copy(
+            update={"found_partitions": len(found), "found": found[:FOUND_SHOWN], "message": message}
         )
         if found:
-            emit("Warning", "ExistingOffsets", f"connector {connector} {message}")
+            emit("Warning", "ExistingOffsets", f"connector {new.connector} {message}")
 
     @staticmethod
-    def later(spec: ConnectorSpec, marker: OffsetsOnCreateStatus | None, conditions: Conditions) -> None:
+    def _later(spec: ConnectorSpec, marker: OffsetsOnCreateStatus | None, conditions: Conditions) -> None:
         """spec.offsets on a connector that exists: applied once, at creation; say what a later
         edit does (nothing)."""
         if spec.offsets is None:

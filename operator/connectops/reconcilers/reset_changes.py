@@ -14,9 +14,9 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from connectops.adapters.connect_rest import ConnectError, ConnectRebalancing, ConnectRejected
-from connectops.adapters.kafka import GroupActive, OffsetRecord
+from connectops.adapters.kafka import OffsetRecord
 from connectops.adapters.kube import KubeClient
+from connectops.failures import ConnectopsError
 from connectops.models.offset_reset import OffsetChange, OffsetResetStatus
 from connectops.planning.offset_reset import diff_offsets
 from connectops.reconcilers.common import Backoff, Conditions
@@ -65,15 +65,10 @@ class OffsetChanges:
         await self.store(run, "changes")
         try:
             result = await act()
-        except (ConnectError, GroupActive) as exc:
-            # Refused means the request was checked and nothing done: Connect's 4xx or rebalance,
-            # or the group coordinator refusing a group that still has members (its offset
-            # commit and group delete are all-or-nothing). A 5xx or no answer at all may come
-            # after some offsets were written (a source's offsets are several records, written
-            # without a transaction): it stays Started.
-            if isinstance(exc, GroupActive | ConnectRejected | ConnectRebalancing) or (
-                isinstance(exc, ConnectError) and (exc.status or 0) in range(400, 500)
-            ):
+        except ConnectopsError as exc:
+            # the adapters know their answers: Refused only when nothing was done; otherwise the
+            # call may have taken effect and stays Started
+            if exc.changed_nothing():
                 entry.state = "Refused"
                 await self.store(run, "changes")
             raise

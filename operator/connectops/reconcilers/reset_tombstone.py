@@ -15,7 +15,6 @@ import asyncio
 import json
 from typing import Any
 
-from connectops.adapters.kafka import OffsetRecord
 from connectops.models.offset_reset import ResetAction
 from connectops.planning.offset_reset import expected_after
 from connectops.reconcilers.reset_backup import key_connector, record_from_json
@@ -50,17 +49,7 @@ async def reset(
                 "cannot be reproduced safely); use strategy rest"
             )
         value = None if entry["offset"] is None else json.dumps(entry["offset"], separators=(",", ":")).encode()
-        rewritten.append(
-            OffsetRecord(
-                topic=rec.topic,
-                partition=rec.partition,
-                offset=-1,
-                key=rec.key,
-                value=value,
-                connector=rec.connector,
-                partition_map=rec.partition_map,
-            )
-        )
+        rewritten.append(rec.rewritten(value))
     await changes.change(
         run, connector, "offsets records", len(rewritten), bound(asyncio.to_thread, kafka.restore_records, rewritten)
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal, Protocol
 
 JSONDict = dict[str, Any]
@@ -149,6 +149,11 @@ class OffsetRecord:
     @property
     def is_tombstone(self) -> bool:
         return self.value is None
+
+    def rewritten(self, value: bytes | None) -> OffsetRecord:
+        """The record to write for this key with ``value`` (None: a tombstone): the same topic,
+        partition and key bytes, not yet at any offset."""
+        return replace(self, offset=-1, value=value, timestamp_ms=None)
 
     def source_offset(self) -> JSONDict | None:
         """The offset map (the JSON value), ``None`` for a tombstone or a non-object value."""

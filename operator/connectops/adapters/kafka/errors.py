@@ -47,9 +47,11 @@ class GroupActive(KafkaOffsetsError):
     """A consumer group still has members, so its offsets cannot be deleted or altered.
 
     Typically a sink connector's tasks have not left the group yet after a stop; retry shortly.
+    The coordinator refuses an offset commit or a group delete of a non-empty group as a whole.
     """
 
     retryable = True
+    refused = True
 
 
 class ProduceFailed(KafkaOffsetsError):

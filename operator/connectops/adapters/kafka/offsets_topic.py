@@ -264,18 +264,7 @@ class ConnectOffsetsTopics(TopicReader, TopicAdmin):
         commit would write its offset again. Follow with :meth:`verify_tombstones`.
         """
         live = [r for r in records if r.value is not None]
-        tombstones = [
-            OffsetRecord(
-                topic=r.topic,
-                partition=r.partition,
-                offset=-1,
-                key=r.key,
-                value=None,
-                connector=r.connector,
-                partition_map=r.partition_map,
-            )
-            for r in live
-        ]
+        tombstones = [r.rewritten(None) for r in live]
         return self._produce_exact(tombstones, "write tombstones")
 
     def restore_records(self, records: Iterable[RawRecord]) -> list[WrittenRecord]:

@@ -30,7 +30,7 @@ unexpected <Type>" (``errors.as_kopf_error`` for an exception type it does not m
 is dropped there), any other traceback, asyncio's "Task exception was never retrieved"; the
 operator's own mapped TemporaryError/PermanentError lines (Connect/Kubernetes errors, invalid
 specs) are counted separately as handled. The text log names no object, so lines are given a
-kind by handler name and objects by the message kopf keeps in ``status.kopf.<handler>``. The
+kind by handler name and objects by the message kopf keeps in its progress annotation. The
 operator process must still be alive. The canary scan (``Bench.hygiene()``) runs over the logs,
 the remaining objects and Events; every object's final status and Events are checked for the
 canary before it is deleted (20% of the Connectors read the canary Secret through configFrom).
@@ -643,9 +643,19 @@ VAGUE = re.compile(r"HTTP \d+:?\s*$")
 
 
 def kopf_messages(obj: dict[str, Any]) -> set[str]:
-    """The last failure kopf stored per handler (StatusProgressStorage: status.kopf.<handler>.message)."""
-    progress = (obj.get("status") or {}).get("kopf") or {}
-    return {str(p["message"]) for p in progress.values() if isinstance(p, dict) and p.get("message")}
+    """The last failure kopf stored per handler: AnnotationsProgressStorage keeps one JSON record
+    per retrying handler in an annotation under connectops.io/, with the failure's ``message``."""
+    messages = set()
+    for key, value in ((obj.get("metadata") or {}).get("annotations") or {}).items():
+        if not key.startswith(f"{GROUP}/"):
+            continue
+        try:
+            record = json.loads(value)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and record.get("message"):
+            messages.add(str(record["message"]))
+    return messages
 
 
 def connect_names(http: httpx.Client) -> set[str]:
@@ -894,7 +904,7 @@ def scan_logs(paths: list[Path]) -> dict[str, Any]:
                 kind = "traceback"
             if kind is not None:
                 # the text log has no object reference (the CLI leaves kopf's log_prefix off);
-                # the handler name gives the kind, the message matches status.kopf
+                # the handler name gives the kind, the message matches kopf's progress annotation
                 unhandled.append(
                     {
                         "kind": kind,
@@ -1046,7 +1056,7 @@ def report(records: list[Record], logs: dict[str, Any], alive: bool) -> tuple[st
 
 def unhandled_signatures(records: list[Record], logs: dict[str, Any]) -> list[dict[str, Any]]:
     """Unhandled log lines grouped by (kind, resource, message), with the objects whose
-    status.kopf held that message (the log lines themselves name no object)."""
+    kopf's progress annotation held that message (the log lines themselves name no object)."""
     groups: dict[tuple[str, str, str], int] = Counter(
         (h["kind"], h["resource"], h["message"]) for h in logs["unhandled"]
     )

@@ -18,8 +18,9 @@ from typing import Any
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.e2e.conftest import ConnectREST, K8s, connect_cluster_spec, wait_for
-from tests.e2e.test_offset_reset_e2e import LINES, offsets
-from tests.env.records import topic_values
+from tests.e2e.test_offset_reset_e2e import LINES, make_source, offsets
+from tests.e2e.test_offset_truth_source import latest_positions, raw_records
+from tests.env.records import topic_record_count, topic_values
 from tests.env.servers import ConnectWorker
 
 SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
@@ -51,6 +52,26 @@ def setup_cluster(k8s: K8s, connect: ConnectWorker) -> None:
     k8s.wait_condition("connectclusters", "main", "Ready", "True")
 
 
+class Bystander:
+    """Another source on the same worker and offsets topic: what a reset of ours must not touch,
+    as the broker holds it (its records in the offsets topic, byte for byte) and as it produced."""
+
+    def __init__(self, k8s: K8s, connect: ConnectWorker, tmp_path: Path) -> None:
+        self.connect = connect
+        self.name, self.topic = make_source(k8s, tmp_path, "main", connect)
+        self.records = raw_records(connect, self.name)
+        assert self.records
+
+    def untouched(self) -> None:
+        assert raw_records(self.connect, self.name) == self.records
+        assert topic_record_count(self.connect.bootstrap, self.topic) == len(LINES)
+
+
+def position_in_offsets_topic(connect: ConnectWorker, name: str, path: Path) -> Any:
+    """The connector's latest offset for its file, read from the worker's offsets topic."""
+    return latest_positions(connect, name).get(repr(sorted({"filename": str(path)}.items())))
+
+
 def delete_and_wait(k8s: K8s, rest: ConnectREST, name: str) -> None:
     k8s.delete("connectors", name)
     wait_for(lambda: not k8s.exists("connectors", name), 90, f"Connector {name} deleted")
@@ -60,6 +81,7 @@ def delete_and_wait(k8s: K8s, rest: ConnectREST, name: str) -> None:
 def test_set_starts_the_first_task_exactly_there(k8s: K8s, connect: ConnectWorker, tmp_path: Path) -> None:
     setup_cluster(k8s, connect)
     rest = ConnectREST(connect)
+    bystander = Bystander(k8s, connect, tmp_path)
     name, topic = f"set-{uuid.uuid4().hex[:6]}", one_partition_topic(connect)
     path = tmp_path / f"{name}.txt"
     path.write_text("".join(line + "\n" for line in LINES))
@@ -82,6 +104,9 @@ def test_set_starts_the_first_task_exactly_there(k8s: K8s, connect: ConnectWorke
     assert [c["state"] for c in reset["status"]["changes"]] == ["Done"]
     size = path.stat().st_size
     wait_for(lambda: offsets(rest, name) and offsets(rest, name)[0]["offset"]["position"] == size, 60, "committed")
+    # the broker agrees, and the other connector's offsets and output did not move
+    assert position_in_offsets_topic(connect, name, path) == {"position": size}
+    bystander.untouched()
 
 
 def test_resume_reports_and_clear_replays_after_delete_and_recreate(
@@ -89,6 +114,7 @@ def test_resume_reports_and_clear_replays_after_delete_and_recreate(
 ) -> None:
     setup_cluster(k8s, connect)
     rest = ConnectREST(connect)
+    bystander = Bystander(k8s, connect, tmp_path)
     name, topic = f"src-{uuid.uuid4().hex[:6]}", one_partition_topic(connect)
     path = tmp_path / f"{name}.txt"
     path.write_text("".join(line + "\n" for line in LINES))
@@ -121,6 +147,8 @@ def test_resume_reports_and_clear_replays_after_delete_and_recreate(
     wait_for(lambda: len(produced(connect, topic)) >= 2 * len(LINES), 60, "the file replayed")
     time.sleep(3)
     assert produced(connect, topic) == LINES + LINES
+    wait_for(lambda: position_in_offsets_topic(connect, name, path) == {"position": size}, 60, "the replay committed")
+    bystander.untouched()
     cleared = k8s.get("offsetresets", on_create(k8s, name)["offsetReset"])
     assert cleared["spec"]["action"] == "reset"
     assert cleared["status"]["phase"] == "Succeeded"

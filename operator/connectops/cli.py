@@ -57,6 +57,12 @@ def _run(args: argparse.Namespace) -> int:
     logging.getLogger("httpx").setLevel(logging.WARNING)
     import connectops.handlers  # noqa: F401 - registers the handlers with kopf
 
+    if not os.environ.get("CONNECTOPS_LOCK_NAMESPACE"):
+        log.warning(
+            "CONNECTOPS_LOCK_NAMESPACE is not set: reset locks live in each reset's namespace, so "
+            "resets of one connector from two namespaces are not excluded (the chart sets it)"
+        )
+
     if settings is None:
         log.warning("--standalone: no leader election; run exactly one operator process")
         _run_kopf(args)

@@ -53,6 +53,11 @@ class Settings:
     check_spark_version: str | None = field(
         default_factory=lambda: os.environ.get("CONNECTOPS_CHECK_SPARK_VERSION") or None
     )
+    #: where OffsetReset locks (Leases) live: the operator's own namespace (the chart sets it), so
+    #: resets from different namespaces of one connector meet at one Lease, where no tenant can
+    #: write. Empty (a bare ``connectops run``): each reset's own namespace, which excludes
+    #: concurrent resets only within a namespace (the log says so at start).
+    lock_namespace: str = field(default_factory=lambda: os.environ.get("CONNECTOPS_LOCK_NAMESPACE", ""))
     #: what a ConnectCluster's spec.sparkCheck may choose beyond the defaults above (glob patterns;
     #: empty: nothing else). Whoever may write a ConnectCluster must not pick the image, code or
     #: identity of the pods the operator creates for it.

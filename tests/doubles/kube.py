@@ -41,7 +41,7 @@ class ConnectorKubeApi(Protocol):
     async def connect_cluster(self, namespace: str, name: str) -> dict[str, Any]: ...
     async def lock_holder(self, namespace: str, cluster: str, connector: str) -> Lock | None: ...
     async def acquire_lock(
-        self, namespace: str, cluster: str, connector: str, holder: str, owner: dict[str, Any]
+        self, namespace: str, cluster: str, connector: str, holder: str, owner: dict[str, Any] | None
     ) -> Lock: ...
     async def release_lock(self, namespace: str, cluster: str, connector: str, holder: str) -> None: ...
 
@@ -64,7 +64,13 @@ class ResetKubeApi(ConnectorKubeApi, Protocol):
         annotations: dict[str, str] | None = None,
     ) -> bool: ...
     async def transfer_lock(
-        self, namespace: str, cluster: str, connector: str, from_holder: str, to_holder: str, owner: dict[str, Any]
+        self,
+        namespace: str,
+        cluster: str,
+        connector: str,
+        from_holder: str,
+        to_holder: str,
+        owner: dict[str, Any] | None,
     ) -> Lock: ...
 
 
@@ -204,7 +210,7 @@ class FakeKube:
         return self.leases.get((namespace, lock_name(cluster, connector)))
 
     async def acquire_lock(
-        self, namespace: str, cluster: str, connector: str, holder: str, owner: dict[str, Any]
+        self, namespace: str, cluster: str, connector: str, holder: str, owner: dict[str, Any] | None
     ) -> Lock:
         self._enter("acquire_lock", namespace, cluster, connector, holder)
         name = lock_name(cluster, connector)
@@ -225,7 +231,13 @@ class FakeKube:
             del self.leases[(namespace, name)]
 
     async def transfer_lock(
-        self, namespace: str, cluster: str, connector: str, from_holder: str, to_holder: str, owner: dict[str, Any]
+        self,
+        namespace: str,
+        cluster: str,
+        connector: str,
+        from_holder: str,
+        to_holder: str,
+        owner: dict[str, Any] | None,
     ) -> Lock:
         self._enter("transfer_lock", namespace, cluster, connector, from_holder, to_holder)
         name = lock_name(cluster, connector)

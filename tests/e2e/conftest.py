@@ -260,12 +260,14 @@ class OperatorProcess:
         self.proc: Any = None
         self.runs = 0
 
-    def start(self, failpoint: str | None = None, election: list[str] | None = None) -> None:
-        """``election``: leader-election arguments instead of ``--standalone``."""
+    def start(
+        self, failpoint: str | None = None, election: list[str] | None = None, env: dict[str, str] | None = None
+    ) -> None:
+        """``election``: leader-election arguments instead of ``--standalone``; ``env``: more settings."""
         import subprocess
         import sys
 
-        env = {**os.environ, **OPERATOR_ENV, "KUBECONFIG": str(self.kube.kubeconfig_path)}
+        env = {**os.environ, **OPERATOR_ENV, **(env or {}), "KUBECONFIG": str(self.kube.kubeconfig_path)}
         env.pop("CONNECTOPS_FAILPOINT", None)
         if failpoint:
             env["CONNECTOPS_FAILPOINT"] = failpoint

@@ -31,6 +31,7 @@ import kubernetes
 import yaml
 from kubernetes.client.exceptions import ApiException
 
+from connectops.adapters.kube import lock_name
 from connectops.failpoints import EXIT_CODE
 from connectops.reconcilers.offset_reset import backup_name
 from tests.e2e.conftest import OPERATOR_ENV, K8s
@@ -132,14 +133,15 @@ def rule_catalog() -> list[CatalogRule]:
 
 
 def namespaced_rules() -> list[CatalogRule]:
-    """The rules a namespaced install grants in each watched namespace: what the proof covers.
+    """The rules a namespaced install grants in each watched namespace, and the release
+    namespace's reset locks (here the release namespace is the watched one): what the proof covers.
 
-    Not the leader-election Role's (mode ``leader``): here the release namespace is the watched
-    one, whose ``leases`` rule already grants create and get, so leaving them out would prove
-    nothing. The proof's operator does run with leader election (renewing needs that Role's
-    ``update``), and test_chart checks the Role's reach by SubjectAccessReviews.
+    Not the leader-election Role's (mode ``leader``): the ``leases`` rule already grants create
+    and get in the same namespace, so leaving them out would prove nothing. The proof's operator
+    does run with leader election (renewing needs that Role's ``update``), and test_chart checks
+    the Role's reach by SubjectAccessReviews.
     """
-    return [r for r in rule_catalog() if r.mode in ("any", "namespaced")]
+    return [r for r in rule_catalog() if r.mode in ("any", "namespaced", "release")]
 
 
 # -- the chart's RBAC, installed for one namespace --------------------------------------------------
@@ -371,6 +373,8 @@ class Observation:
     backup_exists: bool = False
     backup_kept: bool = False  # the restarted operator kept the backup taken before the crash
     leases_left: int = 0
+    #: the reset took over a lock whose holder (a reset deleted without its finalizer) is gone
+    stale_lock_taken_over: bool = False
     reset_check_launched: bool = False
     reset_check_timed_out: bool = False  # the reset's check timed out and its app was deleted
     on_create_state: str | None = None  # the second Connector's status.offsetsOnCreate.state
@@ -413,6 +417,7 @@ class Observation:
             "crash at backup": self.crashed_at_backup,
             "reset Succeeded": self.reset_phase == "Succeeded",
             "backup kept on retry (never overwritten)": self.backup_kept,
+            "stale lock taken over": self.stale_lock_taken_over,
             "lock released": self.backup_exists and self.leases_left == 0,
             "reset check timed out": self.reset_check_timed_out,
             "spec.offsets applied (onCreate clear)": self.on_create_applied,
@@ -431,7 +436,8 @@ class Observation:
             f"omit={list(self.omit)} ns={self.namespace} {self.seconds:.0f}s: failed={self.failures()}; "
             f"Ready={ready.get('status')}/{ready.get('reason')} {self.ready_message[:100]!r}; "
             f"in_connect={self.in_connect} reset={self.reset_phase} step={self.reset_current_step} "
-            f"failed_step={self.reset_failed_step}; denied={sorted(self.denied)}; exits={self.exit_codes}; "
+            f"failed_step={self.reset_failed_step} leases_left={self.leases_left}; denied={sorted(self.denied)}; "
+            f"exits={self.exit_codes}; "
             f"kopf={[w[-90:] for w in self.kopf_warnings[:2]]}; log={self.log_path}"
         )
 
@@ -581,6 +587,7 @@ class Scenario:
         if not obs.in_connect:
             return  # nothing to reset: the connector was never created in Connect
         _poll(lambda: self.http.get(f"/connectors/{self.connector}/offsets").json().get("offsets"), self.bounds.offsets)
+        self._leave_stale_lock()
         spec = {"connectorRef": {"name": self.connector}, "action": "reset"}
         self.k8s.create("offsetresets", "r", spec, "OffsetReset")
         obs.reset_created = True
@@ -599,6 +606,12 @@ class Scenario:
         if obs.reset_started or restarted:  # else the same operator would not start it later either
             _poll(lambda: self._reset_phase_now() in ("Succeeded", "Failed"), self.bounds.reset)
         obs.reset_phase = self._reset_phase_now()
+        lock_step = [st for st in self._reset_status_now().get("steps") or [] if st.get("name") == "lock"]
+        obs.stale_lock_taken_over = bool(
+            lock_step
+            and lock_step[0]["state"] == "Done"
+            and "took over the lock left by" in str(lock_step[0].get("message"))
+        )
         backup_after = self._backup_taken_at()
         obs.backup_exists = backup_after is not None
         obs.backup_kept = obs.crashed_at_backup and backup_before is not None and backup_before == backup_after
@@ -644,6 +657,19 @@ class Scenario:
             return obs.on_create_applied
 
         _poll(applied, self.bounds.on_create)
+
+    def _leave_stale_lock(self) -> None:
+        """The connector's lock as an OffsetReset deleted without its finalizer leaves it: a Lease
+        in the lock namespace (the release namespace, here the watched one) whose holder is gone."""
+        cluster_id = self.http.get("/").json()["kafka_cluster_id"]
+        lease = kubernetes.client.V1Lease(
+            metadata=kubernetes.client.V1ObjectMeta(name=lock_name(f"kafka/{cluster_id}", self.connector)),
+            spec=kubernetes.client.V1LeaseSpec(
+                holder_identity=f"{GROUP}/offsetreset/{self.ns}/deleted-reset/{uuid.uuid4()}",
+                acquire_time=datetime.now(UTC),
+            ),
+        )
+        kubernetes.client.CoordinationV1Api(self.admin).create_namespaced_lease(self.ns, lease)
 
     # -- helpers -----------------------------------------------------------------------------------
 

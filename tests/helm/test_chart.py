@@ -65,13 +65,12 @@ CORE_RULES = {
     ("", ("events",), ("create",)),
     ("", ("configmaps",), ("get", "create")),
     ("", ("secrets",), ("get",)),
-    ("coordination.k8s.io", ("leases",), ("get", "create", "delete")),
     ("sparkoperator.k8s.io", ("sparkapplications",), ("get", "create", "delete")),
 }
 CRD_READS = ("apiextensions.k8s.io", ("customresourcedefinitions",), ("list", "watch"))
 NAMESPACE_READS = ("", ("namespaces",), ("list", "watch"))
-LEASE_CREATE = ("coordination.k8s.io", ("leases",), ("create",))
 LEASE_RENEW = ("coordination.k8s.io", ("leases",), ("get", "update"))
+RESET_LOCKS = ("coordination.k8s.io", ("leases",), ("get", "create", "delete", "update"))
 
 Rule = tuple[str, tuple[str, ...], tuple[str, ...]]
 
@@ -221,9 +220,10 @@ def test_no_wildcards_anywhere(rendered: dict[str, list[Obj]], name: str) -> Non
 
 def test_clusterwide_rules(rendered: dict[str, list[Obj]]) -> None:
     objects = rendered["default"]
-    # The only namespaced Roles here are the Spark driver's and leader election's.
+    # The only namespaced Roles here are the Spark driver's, the reset locks' and leader election's.
     assert {r["metadata"]["name"] for r in by_kind(objects, "Role")} == {
         "connectops-spark-check",
+        "connectops-reset-locks",
         "connectops-leader-election",
     }
     [role] = by_kind(objects, "ClusterRole")
@@ -245,7 +245,8 @@ def test_leader_election_rules(rendered: dict[str, list[Obj]], name: str) -> Non
     objects = rendered[name]
     role = one(by_kind(objects, "Role"), "Role", "connectops-leader-election")
     assert role["metadata"]["namespace"] == "connectops"
-    assert _rule_set(role) == {LEASE_CREATE, LEASE_RENEW}
+    # its Lease is created through the reset locks' rule (create cannot be limited by name)
+    assert _rule_set(role) == {LEASE_RENEW}
     [renew] = [r for r in role["rules"] if "update" in r["verbs"]]
     assert renew["resourceNames"] == ["connectops-leader"]
     binding = one(by_kind(objects, "RoleBinding"), "RoleBinding", "connectops-leader-election")
@@ -254,6 +255,26 @@ def test_leader_election_rules(rendered: dict[str, list[Obj]], name: str) -> Non
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "connectops", "namespace": "connectops"}]
     for standalone in ("standalone", "namespaced-standalone"):
         assert not [o for o in rendered[standalone] if "leader" in o["metadata"]["name"]]
+
+
+@pytest.mark.parametrize("name", sorted(VALUE_SETS))
+def test_reset_lock_rules(rendered: dict[str, list[Obj]], name: str) -> None:
+    """Reset locks live in the release namespace in every mode (one Lease per connector, whichever
+    namespace a reset comes from), never in a watched namespace."""
+    objects = rendered[name]
+    role = one(by_kind(objects, "Role"), "Role", "connectops-reset-locks")
+    assert role["metadata"]["namespace"] == "connectops"
+    assert _rule_set(role) == {RESET_LOCKS}
+    binding = one(by_kind(objects, "RoleBinding"), "RoleBinding", "connectops-reset-locks")
+    assert binding["metadata"]["namespace"] == "connectops"
+    assert binding["roleRef"]["name"] == "connectops-reset-locks"
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "connectops", "namespace": "connectops"}]
+    leases = [
+        (holder["metadata"]["name"], holder["metadata"].get("namespace"))
+        for holder, rule in policy_rules(objects)
+        if "leases" in rule.get("resources", ())
+    ]
+    assert all(namespace == "connectops" for _, namespace in leases), leases
 
 
 @pytest.mark.parametrize("name", ["namespaced", "namespaced-standalone"])
@@ -367,7 +388,11 @@ def test_deployment_args(rendered: dict[str, list[Obj]]) -> None:
     # the Lease's namespace and the identity's prefix come from the pod itself
     env = one(rendered["default"], "Deployment")["spec"]["template"]["spec"]["containers"][0]["env"]
     field_refs = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in env if "valueFrom" in e}
-    assert field_refs == {"CONNECTOPS_NAMESPACE": "metadata.namespace", "POD_NAME": "metadata.name"}
+    assert field_refs == {
+        "CONNECTOPS_NAMESPACE": "metadata.namespace",
+        "POD_NAME": "metadata.name",
+        "CONNECTOPS_LOCK_NAMESPACE": "metadata.namespace",
+    }
 
 
 def test_replicas_and_rollout_strategy(rendered: dict[str, list[Obj]]) -> None:
@@ -606,7 +631,9 @@ def test_helm_install_upgrade_uninstall(fresh_kube: KubeAPI) -> None:
         sa = "system:serviceaccount:ops:a-connectops"
         assert _can(api, sa, "patch", "connectors/status", "elsewhere", "connectops.io")
         assert _can(api, sa, "watch", "connectors", "elsewhere", "connectops.io")
-        assert _can(api, sa, "create", "leases", "elsewhere", "coordination.k8s.io")
+        # reset locks: in the release namespace only, never in a tenant's
+        assert _can(api, sa, "create", "leases", "ops", "coordination.k8s.io")
+        assert not _can(api, sa, "create", "leases", "elsewhere", "coordination.k8s.io")
         assert _can(api, sa, "get", "secrets", "elsewhere")
         assert not _can(api, sa, "list", "secrets", "elsewhere")
         assert not _can(api, sa, "delete", "connectors", "elsewhere", "connectops.io")
@@ -616,7 +643,6 @@ def test_helm_install_upgrade_uninstall(fresh_kube: KubeAPI) -> None:
         # leader election: the release namespace's Lease of this name, renewed and nothing else
         coordination = "coordination.k8s.io"
         assert _can(api, sa, "update", "leases", "ops", coordination, "a-connectops-leader")
-        assert not _can(api, sa, "update", "leases", "ops", coordination, "another-lease")
         assert not _can(api, sa, "update", "leases", "elsewhere", coordination, "a-connectops-leader")
         spark = "system:serviceaccount:ops:a-connectops-spark-check"
         assert _can(api, spark, "patch", "configmaps", "ops")
@@ -663,6 +689,6 @@ def test_helm_install_upgrade_uninstall(fresh_kube: KubeAPI) -> None:
         roles: Any = client.RbacAuthorizationV1Api(api).list_cluster_role()
         assert not [r for r in roles.items if r.metadata.name.startswith(("a-", "b-"))]
         ns_roles: Any = client.RbacAuthorizationV1Api(api).list_role_for_all_namespaces()
-        assert not [r for r in ns_roles.items if r.metadata.name.endswith("-leader-election")]
+        assert not [r for r in ns_roles.items if r.metadata.name.endswith(("-leader-election", "-reset-locks"))]
     finally:
         api.close()  # type: ignore[no-untyped-call]

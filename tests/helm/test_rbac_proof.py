@@ -119,6 +119,11 @@ LEASE_UNREADABLE = Breaks(
     "connector never reaches Connect",
     lambda o: _kubernetes_error(o, "Lease") and not o.in_connect,
 )
+NO_LEASE = Breaks(
+    "no Lease can be created: not the leader-election Lease (the operator stands by for ever and "
+    "reconciles nothing), nor a reset lock",
+    lambda o: not o.finalizer and not o.connector_status and not o.in_connect and not o.reset_started,
+)
 NO_CHECK_LAUNCH = Breaks(
     "no check is ever launched (no SparkApplication; lastCheck says NOT_SUBMITTED with the 403); the "
     "changes themselves are unaffected (the reset still Succeeds)",
@@ -185,15 +190,28 @@ EXPECTED: Final[dict[str, Breaks]] = {
         "the configFrom Secret cannot be read: Ready=False (KubernetesError), the connector never reaches Connect",
         lambda o: _kubernetes_error(o, "Secret") and not o.in_connect,
     ),
-    "leases": LEASE_UNREADABLE,
+    "leases": NO_LEASE,
     "leases/get": LEASE_UNREADABLE,
-    "leases/create": Breaks(
-        "the reset cannot take its lock: it fails at the lock step",
-        lambda o: o.reset_phase == "Failed" and o.reset_failed_step == "lock",
-    ),
+    "leases/create": NO_LEASE,
     "leases/delete": Breaks(
-        "the reset cannot release its lock: it stays Running at the unlock step and the Lease is left",
-        lambda o: o.reset_phase == "Running" and o.reset_current_step == "unlock" and o.leases_left == 1,
+        "a reset cannot release its lock: it stays Running, failed at the unlock step, and its Lease is left "
+        "(the on-create phase's reset leaves its own too)",
+        lambda o: (
+            o.reset_phase == "Running"
+            and o.reset_failed_step == "unlock"
+            and o.leases_left >= 1
+            and "Lease" in o.denied
+        ),
+    ),
+    "leases/update": Breaks(
+        "a lock left by a reset that no longer exists cannot be taken over (the Lease in the release "
+        "namespace has no owner to be collected with): the reset ends at its lock step, the update refused",
+        lambda o: (
+            not o.stale_lock_taken_over
+            and "Lease" in o.denied
+            and (o.reset_failed_step == "lock" or o.reset_current_step == "lock")
+            and o.reset_phase != "Succeeded"
+        ),
     ),
     "sparkapplications": NO_CHECK_LAUNCH,
     "sparkapplications/create": NO_CHECK_LAUNCH,
@@ -239,9 +257,9 @@ UNNEEDED: Final[dict[str, str]] = {}
 # complete run with no 403): connectops-status/get and /update (status is only merge-patched),
 # events/patch and the events.k8s.io rule (kopf only creates core/v1 Events), configmaps/list and
 # /patch (read by name; created or replaced), configmaps/update (backups are create-only since
-# they may never be overwritten: a re-run backup step keeps the first copy), leases/update (lock = create + delete),
-# sparkapplications/list and /watch (read by name on each resync), crds/get and namespaces/get
-# (kopf lists and watches, never reads one by name).
+# they may never be overwritten: a re-run backup step keeps the first copy), sparkapplications/list
+# and /watch (read by name on each resync), crds/get and namespaces/get (kopf lists and watches,
+# never reads one by name). leases/update came back: a lock left by a deleted reset is taken over.
 
 
 ALL_KEYS: Final = [*RULE_IDS, *(f"{r.id}/{v}" for r in RULES for v in r.verbs)]

@@ -182,8 +182,8 @@ class ResetWorld:
     def event_reasons(self) -> list[tuple[str, str]]:
         return [(e.type, e.reason) for e in self.events]
 
-    def lock(self, connector: str, scope: str = SCOPE) -> Lock | None:
-        return self.kube.leases.get((NAMESPACE, lock_name(scope, connector)))
+    def lock(self, connector: str, scope: str = SCOPE, namespace: str = NAMESPACE) -> Lock | None:
+        return self.kube.leases.get((namespace, lock_name(scope, connector)))
 
     def holder(self, name: str = RESET) -> str:
         return lock_holder(NAMESPACE, name, self.uid(name))
@@ -205,7 +205,12 @@ class ResetWorld:
 
 
 def make_reset_world(
-    monkeypatch: pytest.MonkeyPatch, *, kafka: bool = False, version: str = "4.3.0", max_step_attempts: int = 3
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    kafka: bool = False,
+    version: str = "4.3.0",
+    max_step_attempts: int = 3,
+    **setting_overrides: Any,
 ) -> ResetWorld:
     """An executor over a FakeKube holding ConnectCluster ``main`` (at :data:`URL`) and a
     FakeConnect there; no checks. ``kafka``: the ConnectCluster has ``spec.kafka`` (the executor
@@ -220,7 +225,7 @@ def make_reset_world(
         cluster["kafka"] = {"bootstrapServers": BOOTSTRAP}
     kube.add_connect_cluster(NAMESPACE, CLUSTER, cluster)
 
-    config = settings()
+    config = settings(**setting_overrides)
     real_kube = cast(KubeClient, kube)  # FakeKube implements ResetKubeApi, what these call
     clusters = ClusterRegistry(real_kube, config, client_factory=client_factory({URL: fake}))
     executor = OffsetResetExecutor(

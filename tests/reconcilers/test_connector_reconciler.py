@@ -406,6 +406,24 @@ async def test_reset_lock_held_waits(world: World, scope: str) -> None:
     assert [c.method for c in writes(world)] == ["put_config", "pause"]
 
 
+async def test_reset_lock_in_the_lock_namespace_waits() -> None:
+    """With a lock namespace (the chart's), a reset from any namespace holds the connector there:
+    a lock of the same name in this namespace is not the one that counts."""
+    world = make_world(lock_namespace="connectops-system")
+    await created(world)
+    scope = f"kafka/{world.connect.kafka_cluster_id}"
+    await world.kube.acquire_lock("connectops-system", scope, NAME, "connectops.io/offsetreset/team-b/r/u", None)
+    world.apply(spec(state="paused", tasksMax=2))
+    await world.reconcile()
+    assert writes(world) == []
+    assert world.reasons()["Synced"] == ("False", "OffsetResetInProgress")
+    assert "team-b" not in str(world.status)  # another tenant's reset, not named
+    assert "an OffsetReset in another namespace" in str(world.status)
+    await world.kube.release_lock("connectops-system", scope, NAME, "connectops.io/offsetreset/team-b/r/u")
+    await world.reconcile()
+    assert [c.method for c in writes(world)] == ["put_config", "pause"]
+
+
 # -- the worker ---------------------------------------------------------------------------------
 
 

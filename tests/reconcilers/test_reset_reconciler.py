@@ -271,8 +271,9 @@ async def test_managing_connectors_names_the_connector_object(world: ResetWorld)
 
 
 async def test_lock_held_by_another_reset_fails_before_anything_changes(world: ResetWorld) -> None:
-    other = f"connectops.io/offsetreset/{NAMESPACE}/other/uid-o"
-    owner = {"apiVersion": "connectops.io/v1alpha1", "kind": "OffsetReset", "name": "other", "uid": "uid-o"}
+    world.create(reset_spec(), name="other")  # the holder exists: its lock is live
+    other = world.holder("other")
+    owner = {"apiVersion": "connectops.io/v1alpha1", "kind": "OffsetReset", "name": "other", "uid": world.uid("other")}
     await world.kube.acquire_lock(NAMESPACE, SCOPE, NAME, other, owner)
     world.create(reset_spec())
     assert await world.run() is True
@@ -289,6 +290,83 @@ async def test_lock_held_by_another_reset_fails_before_anything_changes(world: R
     assert (cond["status"], cond["reason"]) == ("False", "LockFailed")
     assert other in cond["message"]
     assert ("Warning", "LockFailed") in world.event_reasons()
+
+
+LOCKS = "connectops-system"  # the operator's namespace, where the chart has it keep reset locks
+
+
+async def test_the_lock_lives_in_the_lock_namespace_without_an_owner(monkeypatch: pytest.MonkeyPatch) -> None:
+    world = make_reset_world(monkeypatch, lock_namespace=LOCKS)
+    world.seed(NAME, SOURCE_CONFIG, SOURCE_OFFSETS)
+    world.create(reset_spec())
+    await world.run()
+    assert world.status()["phase"] == "Succeeded"
+    assert world.status()["lockNamespace"] == LOCKS
+    assert ("acquire_lock", (LOCKS, SCOPE, NAME, world.holder())) in world.kube.calls
+    assert ("release_lock", (LOCKS, SCOPE, NAME, world.holder())) in world.kube.calls
+    assert world.kube.leases == {}  # released where it was taken
+
+
+async def test_a_reset_from_another_namespace_holding_the_lock_is_not_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two namespaces reaching one unmanaged connector meet at one Lease; the loser learns that a
+    reset holds it, not which namespace or reset (another tenant's business)."""
+    world = make_reset_world(monkeypatch, lock_namespace=LOCKS)
+    world.seed(NAME, SOURCE_CONFIG, SOURCE_OFFSETS)
+    world.kube.add_object("team-b", "offsetresets", "OffsetReset", "theirs", reset_spec())
+    theirs = world.kube.objects[("team-b", "offsetresets", "theirs")]["metadata"]["uid"]
+    holder = f"connectops.io/offsetreset/team-b/theirs/{theirs}"
+    await world.kube.acquire_lock(LOCKS, SCOPE, NAME, holder, None)
+    world.create(reset_spec())
+    assert await world.run() is True
+
+    assert world.connect.writes() == []
+    assert world.offsets(NAME) == SOURCE_OFFSETS
+    assert world.kube.config_maps == {}
+    lock = world.lock(NAME, namespace=LOCKS)
+    assert lock is not None
+    assert lock.holder == holder
+    cond = world.condition("Succeeded")
+    assert cond["reason"] == "LockFailed"
+    assert "an OffsetReset in another namespace" in cond["message"]
+    assert "team-b" not in str(world.status())
+    assert "theirs" not in str(world.status())
+    assert all("team-b" not in e.message for e in world.events)
+
+
+@pytest.mark.parametrize("holder_state", ["deleted", "re-created"])
+async def test_a_lock_whose_holder_is_gone_is_taken_over(monkeypatch: pytest.MonkeyPatch, holder_state: str) -> None:
+    """A Lease in the lock namespace has no owner to be collected with: a reset deleted without
+    its finalizer leaves it behind, and the next reset takes it over instead of failing forever."""
+    world = make_reset_world(monkeypatch, lock_namespace=LOCKS)
+    world.seed(NAME, SOURCE_CONFIG, SOURCE_OFFSETS)
+    gone = "connectops.io/offsetreset/team-b/gone/uid-gone"
+    if holder_state == "re-created":  # a namesake: another uid, so not the holder
+        world.kube.add_object("team-b", "offsetresets", "OffsetReset", "gone", reset_spec())
+    await world.kube.acquire_lock(LOCKS, SCOPE, NAME, gone, None)
+    world.create(reset_spec())
+    await world.run()
+
+    assert ("transfer_lock", (LOCKS, SCOPE, NAME, gone, world.holder())) in world.kube.calls
+    assert world.status()["phase"] == "Succeeded"
+    assert "took over the lock left by" in world.step("lock")["message"]
+    assert world.offsets(NAME) == []  # the reset ran
+    assert world.kube.leases == {}
+
+
+async def test_a_lock_taken_in_the_reset_namespace_is_released_there(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reset that locked before the operator had a lock namespace (status without lockNamespace)
+    releases where it locked, on deletion too (release reads the status, not the settings)."""
+    world = make_reset_world(monkeypatch, max_step_attempts=1)
+    world.seed(NAME, SOURCE_CONFIG, SOURCE_OFFSETS)
+    world.connect.lose_answer("delete_offsets", ConnectUnavailable("HTTP 500", status=500))
+    world.create(reset_spec())
+    await world.run()
+    assert world.lock(NAME) is not None  # failed: kept, in the reset's namespace
+    assert world.status()["lockNamespace"] == NAMESPACE
+    obj = world.kube.objects[(NAMESPACE, "offsetresets", RESET)]
+    del obj["status"]["lockNamespace"]  # as stored by an operator before lock namespaces
+    await world.release()
+    assert world.kube.leases == {}
 
 
 # -- inspect --------------------------------------------------------------------------------------

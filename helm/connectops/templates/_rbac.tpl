@@ -9,6 +9,7 @@ Each entry:
   scope     namespaced | cluster   (what kind of resource: cluster-scoped ones never go into a Role)
   mode      any | clusterwide | namespaced   (which watch mode needs the rule)
             | leader   (the release namespace's Role for leader election, with leaderElection.enabled)
+            | release  (the release namespace's Role for the operator's own objects: reset locks)
   named     true: limited to the leader-election Lease by resourceNames
   why       rendered as a comment above the rule
 */}}
@@ -57,11 +58,11 @@ Each entry:
   verbs: [get]
 - id: leases
   scope: namespaced
-  mode: any
-  why: the per-connector offset-reset lock (taken by create, released by delete, read by every reconcile)
+  mode: release
+  why: the per-connector offset-reset lock, in the release namespace whichever namespace a reset comes from (taken by create, released by delete, read by every reconcile; update hands it to a restore or takes it from a reset that no longer exists); create also makes the leader-election Lease once (create cannot be limited by name)
   apiGroups: [coordination.k8s.io]
   resources: [leases]
-  verbs: [get, create, delete]
+  verbs: [get, create, delete, update]
 - id: sparkapplications
   scope: namespaced
   mode: any
@@ -69,13 +70,6 @@ Each entry:
   apiGroups: [sparkoperator.k8s.io]
   resources: [sparkapplications]
   verbs: [get, create, delete]
-- id: leader-lease-create
-  scope: namespaced
-  mode: leader
-  why: leader election creates its Lease once (create cannot be limited by name)
-  apiGroups: [coordination.k8s.io]
-  resources: [leases]
-  verbs: [create]
 - id: leader-lease
   scope: namespaced
   mode: leader
@@ -106,6 +100,7 @@ connectops.rules: the rules for one target, as a YAML list (without a leading "r
   (dict "root" $ "target" "namespaced")     the namespaced rules of each watched namespace's Role
   (dict "root" $ "target" "cluster-reads")  the cluster-scoped rules of namespaced mode
   (dict "root" $ "target" "leader")         the release namespace's leader-election rules
+  (dict "root" $ "target" "release")        the release namespace's rules for the operator's own objects
 rbac.extraRules are added to the "clusterwide" and "namespaced" targets.
 */}}
 {{- define "connectops.rules" -}}
@@ -122,6 +117,8 @@ rbac.extraRules are added to the "clusterwide" and "namespaced" targets.
 {{- $in = and (eq $rule.scope "cluster") (has $rule.mode (list "any" "namespaced")) -}}
 {{- else if eq $target "leader" -}}
 {{- $in = eq $rule.mode "leader" -}}
+{{- else if eq $target "release" -}}
+{{- $in = eq $rule.mode "release" -}}
 {{- else -}}
 {{- fail (printf "connectops.rules: unknown target %q" $target) -}}
 {{- end -}}

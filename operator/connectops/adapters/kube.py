@@ -248,12 +248,15 @@ class KubeClient:
         return Lock(name=name, holder=(spec.holder_identity if spec else "") or "", acquired_at=acquired)
 
     async def acquire_lock(
-        self, namespace: str, cluster: str, connector: str, holder: str, owner: dict[str, Any]
+        self, namespace: str, cluster: str, connector: str, holder: str, owner: dict[str, Any] | None
     ) -> Lock:
         """Create the Lease; creation is atomic, so two resets can never both hold it.
 
         Re-acquiring a lock this holder already has succeeds (a resumed reset after a crash).
-        The Lease is owned by the holder object, so deleting it releases the lock too.
+        With an ``owner`` (same namespace only: an owner in another namespace makes the garbage
+        collector delete the Lease at once) deleting the holder releases the lock too; without
+        one the holder releases it, and a Lease whose holder is gone is taken over by
+        :meth:`transfer_lock`.
         """
         name = lock_name(cluster, connector)
         now = datetime.now(UTC)
@@ -263,7 +266,7 @@ class KubeClient:
                 namespace=namespace,
                 labels={LOCK_LABEL: "offset-reset"},
                 annotations={ANNOTATION_CONNECTOR: connector, ANNOTATION_CLUSTER: cluster},
-                owner_references=[owner],
+                owner_references=[owner] if owner else None,
             ),
             spec=client.V1LeaseSpec(holder_identity=holder, acquire_time=now),
         )
@@ -281,11 +284,18 @@ class KubeClient:
         return Lock(name=name, holder=holder, acquired_at=now.isoformat())
 
     async def transfer_lock(
-        self, namespace: str, cluster: str, connector: str, from_holder: str, to_holder: str, owner: dict[str, Any]
+        self,
+        namespace: str,
+        cluster: str,
+        connector: str,
+        from_holder: str,
+        to_holder: str,
+        owner: dict[str, Any] | None,
     ) -> Lock:
         """Hand a held Lease from ``from_holder`` to ``to_holder`` without a moment unlocked (a
-        restore taking over from the failed reset whose backup it restores). The replace carries
-        the read resourceVersion, so a concurrent change makes it fail instead of overwriting."""
+        restore taking over from the failed reset whose backup it restores; a reset taking over
+        from a holder that no longer exists). The replace carries the read resourceVersion, so a
+        concurrent change makes it fail instead of overwriting."""
         name = lock_name(cluster, connector)
         lease = await self._call(self._coord.read_namespaced_lease, name, namespace, what=f"Lease {namespace}/{name}")
         current = (lease.spec.holder_identity if lease.spec else "") or ""
@@ -294,7 +304,7 @@ class KubeClient:
         if current != from_holder:
             raise LockHeld(current)
         now = datetime.now(UTC)
-        lease.metadata.owner_references = [owner]
+        lease.metadata.owner_references = [owner] if owner else None
         lease.spec.holder_identity = to_holder
         lease.spec.acquire_time = now
         try:

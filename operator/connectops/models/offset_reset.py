@@ -365,6 +365,14 @@ class OffsetResetStatus(StatusModel):
             "reaching that Kafka cluster shares it), or the ConnectCluster's name when no id is known."
         ),
     )
+    lock_namespace: str | None = Field(
+        default=None,
+        max_length=63,
+        description=(
+            "The namespace of the lock's Lease: the operator's own, shared by resets from every "
+            "namespace; absent on locks taken in the reset's namespace."
+        ),
+    )
     previous_states: dict[str, str] = Field(default_factory=dict, description="Connector states before the reset.")
     steps: list[StepStatus] = Field(default_factory=list, description="The step machine.")
     current_step: str | None = Field(default=None, description="The step in progress.")

@@ -280,7 +280,7 @@ class ConnectorReconciler:
             desired,
             observed,
             caps,
-            locked_by=lock.holder if lock else None,
+            locked_by=_holder_text(lock.holder, obj.namespace) if lock else None,
             restarts=book,
             now=time.time(),
         )
@@ -532,10 +532,13 @@ class ConnectorReconciler:
     async def _reset_lock(self, namespace: str, cluster: ClusterHandle, connector: str) -> Lock | None:
         """The reset lock on this connector, whichever ConnectCluster object the reset went
         through (the lock is per Kafka cluster, see :meth:`ClusterHandle.lock_scope`); and the
-        lock under the ConnectCluster's name, which resets started before lock scopes still hold."""
+        lock under the ConnectCluster's name, which resets started before lock scopes still hold.
+        Locks live in the operator's lock namespace when it has one (a reset from any namespace),
+        else in the namespace of the reset, which may only target this Connector from here."""
+        where = self._settings.lock_namespace or namespace
         scope = await cluster.lock_scope(self._settings.capabilities_ttl_seconds)
-        lock = await self._kube.lock_holder(namespace, scope, connector)
-        if lock is None and scope != cluster.name:
+        lock = await self._kube.lock_holder(where, scope, connector)
+        if lock is None and scope != cluster.name and where == namespace:
             lock = await self._kube.lock_holder(namespace, cluster.name, connector)
         return lock
 
@@ -574,8 +577,8 @@ class ConnectorReconciler:
             # machine (and a failed reset keeps it locked for its restore): the deletion waits,
             # retried by kopf, until the reset ends or its OffsetReset object is deleted.
             raise NotReadyYet(
-                f"connector {connector} is held by {_holder_text(lock.holder)}; it is deleted from Kafka "
-                "Connect when that reset ends (or when its OffsetReset is deleted)"
+                f"connector {connector} is held by {_holder_text(lock.holder, obj.namespace)}; it is deleted "
+                "from Kafka Connect when that reset ends (or when its OffsetReset is deleted)"
             )
         deleted = await cluster.client.delete(connector)
         if deleted:
@@ -618,10 +621,13 @@ def _plan_held(plan: ConnectorPlan, conditions: Conditions) -> bool:
     return False
 
 
-def _holder_text(holder: str) -> str:
-    """``connectops.io/offsetreset/<ns>/<name>/<uid>`` -> ``OffsetReset <ns>/<name>``."""
+def _holder_text(holder: str, viewer: str) -> str:
+    """``connectops.io/offsetreset/<ns>/<name>/<uid>`` -> ``OffsetReset <ns>/<name>``, as shown in
+    namespace ``viewer``: another tenant's reset is not named (locks are shared across namespaces)."""
     parts = holder.split("/")
-    return f"OffsetReset {parts[2]}/{parts[3]}" if len(parts) == 5 and parts[1] == "offsetreset" else holder
+    if len(parts) != 5 or parts[1] != "offsetreset":
+        return "another holder"
+    return f"OffsetReset {parts[2]}/{parts[3]}" if parts[2] == viewer else "an OffsetReset in another namespace"
 
 
 async def _starting(handle: ClusterHandle | None, exc: ConnectError) -> str | None:

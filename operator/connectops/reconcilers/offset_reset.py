@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
@@ -69,6 +70,8 @@ from connectops.reconcilers.reset_run import (
 )
 from connectops.settings import Settings
 from connectops.validation import describe_validation_error
+
+log = logging.getLogger(__name__)
 
 __all__ = ["PLURAL", "OffsetResetExecutor", "backup_name", "lock_holder", "offsets_outcome", "spec_hash"]
 
@@ -287,8 +290,17 @@ class OffsetResetExecutor:
             return
         holder = lock_holder(meta["namespace"], meta["name"], meta["uid"])
         scope = status.lock_scope or cluster_name  # no scope: taken before scopes existed
+        where = status.lock_namespace or meta["namespace"]
         for connector in connectors:
-            await self._kube.release_lock(meta["namespace"], scope, connector, holder)
+            try:
+                await self._kube.release_lock(where, scope, connector, holder)
+            except KubeError as exc:
+                if where != meta["namespace"]:
+                    raise
+                # a Lease in the reset's own namespace is owned by it: the garbage collector
+                # removes it with the reset, and an operator without rights there (its locks now
+                # live in its own namespace) must not block the deletion
+                log.warning("lock of %s/%s left to the garbage collector: %s", meta["namespace"], meta["name"], exc)
 
     # -- the machine ------------------------------------------------------------------------------
 
@@ -562,23 +574,56 @@ class OffsetResetExecutor:
         return lock_holder(run.namespace, run.name, run.uid)
 
     async def _lock(self, run: Run) -> str:
-        owner = {"apiVersion": f"{GROUP}/v1alpha1", "kind": "OffsetReset", "name": run.name, "uid": run.uid}
         said = f"locked {', '.join(run.connectors)}"
         scope = run.status.lock_scope
         if not scope:
             scope = await run.cluster.lock_scope(self._settings.capabilities_ttl_seconds)
             # recorded before the Lease exists: unlock and deletion release this very name
             run.status.lock_scope = scope
+            run.status.lock_namespace = self._settings.lock_namespace or run.namespace
             await self._store(run)
+        where = run.status.lock_namespace or run.namespace  # none: a lock from before lock namespaces
+        # an owner in another namespace would have the garbage collector delete the Lease at once
+        owner = (
+            {"apiVersion": f"{GROUP}/v1alpha1", "kind": "OffsetReset", "name": run.name, "uid": run.uid}
+            if where == run.namespace
+            else None
+        )
         for connector in run.connectors:
             try:
-                await self._kube.acquire_lock(run.namespace, scope, connector, self._holder(run), owner)
+                await self._kube.acquire_lock(where, scope, connector, self._holder(run), owner)
             except LockHeld as held:
-                if not await self._restores_failed_reset(run, held.holder):
+                if await self._holder_gone(held.holder):
+                    said = f"took over the lock left by {held.holder}, which no longer exists"
+                elif await self._restores_failed_reset(run, held.holder):
+                    said = f"took over the lock of the failed reset whose backup this restores ({held.holder})"
+                elif not held.holder.startswith(f"{GROUP}/offsetreset/{run.namespace}/"):
+                    # another tenant's reset: that it exists is enough, not its namespace or name
+                    raise LockHeld("an OffsetReset in another namespace") from None
+                else:
                     raise
-                await self._kube.transfer_lock(run.namespace, scope, connector, held.holder, self._holder(run), owner)
-                said = f"took over the lock of the failed reset whose backup this restores ({held.holder})"
+                await self._kube.transfer_lock(where, scope, connector, held.holder, self._holder(run), owner)
         return said
+
+    async def _holder_gone(self, holder: str) -> bool:
+        """Whether a lock's holder is an OffsetReset that no longer exists. A Lease in the shared
+        lock namespace has no owner to be collected with (owners cannot be in another namespace),
+        so an OffsetReset deleted without its finalizer running leaves it behind: it would lock
+        the connector forever, in a namespace its users cannot write."""
+        prefix = f"{GROUP}/offsetreset/"
+        if not holder.startswith(prefix):
+            return False
+        namespace, _, rest = holder[len(prefix) :].partition("/")
+        name, _, uid = rest.rpartition("/")
+        if not (namespace and name and uid):
+            return False
+        try:
+            obj = await self._kube.custom_object(namespace, PLURAL, name)
+        except KubeObjectMissing:
+            return True
+        except KubeError:
+            return False  # unreadable is not gone
+        return bool(obj["metadata"].get("uid") != uid)
 
     async def _restores_failed_reset(self, run: Run, holder: str) -> bool:
         """A restore of a failed reset's own backup may take that reset's lock: the connector then
@@ -602,8 +647,9 @@ class OffsetResetExecutor:
 
     async def _unlock(self, run: Run) -> str:
         scope = run.status.lock_scope or run.cluster.name
+        where = run.status.lock_namespace or run.namespace
         for connector in run.connectors:
-            await self._kube.release_lock(run.namespace, scope, connector, self._holder(run))
+            await self._kube.release_lock(where, scope, connector, self._holder(run))
         return "released the lock"
 
     async def _inspect(self, run: Run) -> str:

@@ -274,6 +274,60 @@ def test_failing_job_ends_failed_with_stderr_tail(
     assert status["terminationTime"] is not None
 
 
+def test_the_driver_gets_the_connect_clusters_kafka_secret_as_the_operator_asks(
+    custom: Any, kube_client: Any, namespace: str, operator_factory: Callable[..., FakeSparkOperator], tmp_path: Path
+) -> None:
+    """The operator's own manifest for a ConnectCluster with spec.kafka.configFrom: the driver's
+    env names the Secret key, the job's arguments name only the variable, and the job runs with
+    the value (without it, the same job refuses its arguments)."""
+    from connectops.models.base import SecretKeyRef
+    from connectops.models.checks import CheckSpec
+    from connectops.planning.checks import BUILTIN_DEFAULTS, CheckTarget, spark_application
+    from connectops_check.snapshot import ConnectorKind, Snapshot
+
+    password = f"pw-{uuid.uuid4().hex}"
+    kubernetes.client.CoreV1Api(kube_client).create_namespaced_secret(
+        namespace,
+        kubernetes.client.V1Secret(
+            metadata=kubernetes.client.V1ObjectMeta(name="kafka-creds"), string_data={"pw": password}
+        ),
+    )
+    target = CheckTarget(
+        namespace=namespace,
+        owner_kind="Connector",
+        owner_name="src",
+        owner_uid="u",
+        owner_api_version="connectops.io/v1alpha1",
+        connector="files",
+        connect_url="http://connect:8083",
+        bootstrap="kafka:9092",
+        client_config={"sasl.mechanism": "PLAIN"},
+        client_config_from={"sasl.password": SecretKeyRef(name="kafka-creds", key="pw")},
+    )
+    with_env = spark_application(target, CheckSpec(), BUILTIN_DEFAULTS, "check-creds", "test")
+    with_env["metadata"].pop("ownerReferences")  # no owner object here
+    without_env = json.loads(json.dumps(with_env))
+    without_env["metadata"]["name"] = "check-no-env"
+    del without_env["spec"]["driver"]["env"]
+    snapshot_path = tmp_path / "source.json"
+    Snapshot(connector="files", kind=ConnectorKind.SOURCE).save(snapshot_path)  # replayed: no Kafka needed
+    create(custom, namespace, with_env)
+    create(custom, namespace, without_env)
+    op = operator_factory(namespace, extra_args=["--snapshot", str(snapshot_path)])
+
+    done = op.wait_for_state("check-creds", (COMPLETED, FAILED), timeout=SPARK_JOB_TIMEOUT)
+    assert done.state == COMPLETED, done.error_message
+    failed = op.wait_for_state("check-no-env", FAILED, timeout=SPARK_JOB_TIMEOUT)
+    assert [job.returncode for job in op.jobs("check-no-env")] == [2]
+    assert "environment variable CONNECTOPS_KAFKA_SASL_PASSWORD is not set" in (failed.error_message or "")
+    stored = [
+        custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, n)
+        for n in ("check-creds", "check-no-env")
+    ]
+    assert password not in json.dumps(stored)
+    assert "--client-config-env" in stored[0]["spec"]["arguments"]
+
+
 def test_failed_submission_without_retries_ends_failed(
     custom: Any, namespace: str, operator_factory: Callable[..., FakeSparkOperator]
 ) -> None:

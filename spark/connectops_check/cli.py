@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,37 @@ def _key_value(text: str) -> tuple[str, str]:
     if not sep or not key:
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
     return key, value
+
+
+def client_settings(
+    plain: Sequence[tuple[str, str]], from_env: Sequence[tuple[str, str]], environ: Mapping[str, str]
+) -> tuple[dict[str, str], list[str]]:
+    """The admin client's settings: ``--client-config`` as given, ``--client-config-env`` read from
+    the environment (a Secret's value the driver pod got through ``secretKeyRef``); and the values
+    read there, to be masked in every text the job writes. ValueError names the setting and the
+    variable, never a value."""
+    settings = dict(plain)
+    secrets: list[str] = []
+    for setting, variable in from_env:
+        if setting in settings:
+            raise ValueError(f"--client-config-env {setting}={variable}: {setting} is also set by --client-config")
+        if variable not in environ:
+            raise ValueError(
+                f"--client-config-env {setting}={variable}: environment variable {variable} is not set "
+                f"(the driver pod's env should carry it from the ConnectCluster's configFrom Secret)"
+            )
+        settings[setting] = environ[variable]
+        secrets.append(environ[variable])
+    return settings, secrets
+
+
+def mask(text: str, secrets: Sequence[str]) -> str:
+    """``text`` with every secret value replaced (a Kafka error may quote a setting's value).
+    Values under 4 characters are left, as the operator's Redactor does: they occur in ordinary
+    text by accident ("1", "true") and masking them would garble it without protecting anything."""
+    for secret in sorted((s for s in secrets if len(s) >= 4), key=len, reverse=True):
+        text = text.replace(secret, "[redacted]")
+    return text
 
 
 def _configmap_ref(text: str) -> tuple[str, str]:
@@ -64,6 +96,17 @@ def parser() -> argparse.ArgumentParser:
         default=[],
         metavar="KEY=VALUE",
         help="librdkafka setting for the admin client (repeatable)",
+    )
+    src.add_argument(
+        "--client-config-env",
+        type=_key_value,
+        action="append",
+        default=[],
+        metavar="KEY=ENV_VAR",
+        help=(
+            "librdkafka setting for the admin client whose value is in this environment variable "
+            "(repeatable): a credential never appears in the arguments"
+        ),
     )
     src.add_argument("--source-bootstrap", help="MirrorMaker 2 source cluster (default: from the connector config)")
     src.add_argument(
@@ -165,6 +208,8 @@ def parser() -> argparse.ArgumentParser:
         metavar="NAMESPACE/NAME",
         help=f"write the verdict JSON to this ConfigMap, key {CONFIGMAP_KEY}",
     )
+    # the values read by --client-config-env, for masking (main fills it)
+    p.set_defaults(secrets=[])
     return p
 
 
@@ -188,6 +233,8 @@ def _snapshot(args: argparse.Namespace) -> Snapshot:
         window_start_ms=window_start,
         metrics_urls=args.metrics_url,
     )
+    # the notes quote Kafka's errors, which reach the verdict, the ConfigMap and the owner's status
+    snapshot.notes[:] = [mask(note, args.secrets) for note in snapshot.notes]
     if args.save_snapshot is not None:
         snapshot.save(args.save_snapshot)
     return snapshot
@@ -298,6 +345,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.max_lag_while_paused is not None and args.max_lag_while_paused < 0:
         p.error("--max-lag-while-paused must be >= 0")
     try:
+        args.client_config, args.secrets = client_settings(args.client_config, args.client_config_env, os.environ)
+    except ValueError as error:
+        p.error(str(error))
+    try:
         verdict = run(args)
         text = json.dumps(verdict, indent=2, sort_keys=False)
         if args.output is not None:
@@ -306,7 +357,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             namespace, name = args.output_configmap
             write_configmap(namespace, name, text)
     except Exception as error:  # the job failed: say why, exit non-zero
-        print(f"connectops-check: {type(error).__name__}: {error}", file=sys.stderr)
+        print(f"connectops-check: {type(error).__name__}: {mask(str(error), args.secrets)}", file=sys.stderr)
         return 1
     print(text)
     return 0

@@ -9,16 +9,21 @@ plan) and the Events. They add to the end-to-end suite (tests/e2e) and never rep
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
 import yaml
+from pydantic import ValidationError
 
 from connectops.adapters.connect_rest import ConnectRejected, ConnectUnavailable
-from connectops.adapters.kafka import GroupActive
-from connectops.adapters.kube import KubeObjectMissing
+from connectops.adapters.kafka import GroupActive, KafkaAccessDenied
+from connectops.adapters.kube import KubeError, KubeObjectMissing
 from connectops.errors import NotReadyYet
+from connectops.models.offset_reset import OffsetResetSpec
 from connectops.planning.ownership import Claim
+from connectops.reconcilers.reset_run import KafkaApi
 from tests.doubles.connect import FILE_SINK, FILE_SOURCE, MSG_ALTERED, MSG_RESET, Call
 from tests.reconcilers.reset_world import (
     BOOTSTRAP,
@@ -1022,6 +1027,92 @@ async def test_offset_syncs_kept_on_request(monkeypatch: pytest.MonkeyPatch) -> 
     assert world.offsets("mm2-other") != []  # the other flow is not touched
     assert world.steps()["offsetSyncs"] == "Skipped"
     assert world.status()["phase"] == "Succeeded"
+
+
+#: the source cluster's SASL password, kept in a Secret of the reset's namespace
+MM2_PASSWORD = "s3cret-mm2-password"
+SASL_ACCESS = {
+    "bootstrapServers": BOOTSTRAP,
+    "config": {"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN", "sasl.username": "mm2"},
+    "configFrom": {"sasl.password": {"name": "mm2-kafka", "key": "password"}},
+}
+
+
+def everything_written(world: ResetWorld) -> str:
+    """The stored OffsetReset (spec, status) and every Event, as one text to search."""
+    return json.dumps([world.kube.objects[(NAMESPACE, "offsetresets", RESET)], world.events], default=str)
+
+
+async def test_offset_syncs_cluster_credentials_come_from_a_secret(monkeypatch: pytest.MonkeyPatch) -> None:
+    world = mirror_world(monkeypatch, "mm2-source")
+    world.kube.add_secret(NAMESPACE, "mm2-kafka", {"password": MM2_PASSWORD})
+    world.create(mirror_spec(offsetSyncs="delete", sourceCluster=SASL_ACCESS))
+    assert await world.run() is True
+
+    assert SYNCS not in world.kafka.topics
+    # the Kafka client of the source cluster got the plain settings and the Secret's value
+    assert world.kafka.opened == [
+        (
+            BOOTSTRAP,
+            {
+                "security.protocol": "SASL_SSL",
+                "sasl.mechanism": "PLAIN",
+                "sasl.username": "mm2",
+                "sasl.password": MM2_PASSWORD,
+            },
+        )
+    ]
+    assert world.steps() == dict.fromkeys(STEPS, "Done")
+    assert MM2_PASSWORD not in everything_written(world)
+
+
+async def test_a_kafka_error_echoing_the_secret_is_masked(monkeypatch: pytest.MonkeyPatch) -> None:
+    world = mirror_world(monkeypatch, "mm2-source")
+    world.kube.add_secret(NAMESPACE, "mm2-kafka", {"password": MM2_PASSWORD})
+
+    def echoing_factory(bootstrap: str, config: Mapping[str, str]) -> KafkaApi:
+        # a client that quotes a setting's value in its error (as librdkafka does for an invalid one)
+        raise KafkaAccessDenied(f"authentication failed with password {config['sasl.password']}")
+
+    monkeypatch.setattr(world.executor, "_kafka_factory", echoing_factory)
+    world.create(mirror_spec(offsetSyncs="delete", sourceCluster=SASL_ACCESS))
+    await world.drive()
+
+    assert world.steps()["offsetSyncs"] == "Failed"
+    assert "authentication failed with password [redacted]" in world.step("offsetSyncs")["message"]
+    assert MM2_PASSWORD not in everything_written(world)
+
+
+@pytest.mark.parametrize("secret", [None, {"other": "x"}], ids=["no-secret", "no-key"])
+async def test_a_missing_credential_secret_waits_before_any_change(
+    monkeypatch: pytest.MonkeyPatch, secret: dict[str, str] | None
+) -> None:
+    world = mirror_world(monkeypatch, "mm2-source")
+    if secret is not None:
+        world.kube.add_secret(NAMESPACE, "mm2-kafka", secret)
+    world.create(mirror_spec(offsetSyncs="delete", sourceCluster=SASL_ACCESS))
+    with pytest.raises(KubeError):
+        await world.run()
+
+    assert world.status()["phase"] == "Pending"
+    cond = world.condition("Succeeded")
+    assert cond["reason"] == "ReferenceNotFound"
+    assert f"Secret {NAMESPACE}/mm2-kafka" in cond["message"]
+    assert world.connect.writes() == []  # nothing stopped, nothing changed
+    assert world.kafka.opened == []
+    assert SYNCS in world.kafka.topics
+    assert world.kube.leases == {}
+
+    world.kube.add_secret(NAMESPACE, "mm2-kafka", {"password": MM2_PASSWORD})
+    assert await world.run() is True  # kopf's retry, once the Secret is there
+    assert world.status()["phase"] == "Succeeded"
+    assert world.kafka.opened[0][1]["sasl.password"] == MM2_PASSWORD
+
+
+def test_a_setting_in_both_config_and_config_from_is_invalid() -> None:
+    access = {**SASL_ACCESS, "config": {"sasl.password": "inline"}}
+    with pytest.raises(ValidationError, match=r"\['sasl.password'\] are set in both config and configFrom"):
+        OffsetResetSpec.model_validate(mirror_spec(sourceCluster=access))
 
 
 async def test_an_offsets_topic_that_is_not_there_is_refused_before_any_change(

@@ -6,9 +6,26 @@ here by the job's own argument parser: a flag one side renames fails this test.
 
 from __future__ import annotations
 
+from typing import Any, cast
+
+import pytest
+
+from connectops.adapters.kube import KubeClient
 from connectops.models.checks import CheckSpec
-from connectops.planning.checks import CheckContext, CheckTarget, conditions_for, job_arguments, producer_summary
-from connectops_check.cli import parser
+from connectops.models.connect_cluster import ConnectClusterSpec
+from connectops.planning.checks import (
+    BUILTIN_DEFAULTS,
+    CheckContext,
+    CheckTarget,
+    client_config_env,
+    conditions_for,
+    job_arguments,
+    producer_summary,
+    spark_application,
+)
+from connectops.reconcilers.checks import CheckRunner
+from connectops.settings import Settings
+from connectops_check.cli import client_settings, main, mask, parser
 
 TARGET = CheckTarget(
     namespace="ns",
@@ -138,3 +155,134 @@ def test_the_state_a_reset_leaves_its_connector_in() -> None:
     assert _state_after(stopped, paused) == "stopped"
     args = job_arguments(TARGET, CheckSpec(), "r", CheckContext(desired_state=_state_after(reset, paused)))
     assert parser().parse_args(args).desired_state == "paused"
+
+
+# -- the ConnectCluster's Kafka client settings reach the job's admin client ------------------------
+
+#: what the kubelet does with the driver's env: secretKeyRef -> the Secret's value
+SECRETS = {("kafka-creds", "password"): "pa55-word-from-the-secret", ("kafka-creds", "user"): "svc-check"}
+
+
+def _driver_environment(manifest: dict[str, Any]) -> dict[str, str]:
+    return {
+        env["name"]: SECRETS[(env["valueFrom"]["secretKeyRef"]["name"], env["valueFrom"]["secretKeyRef"]["key"])]
+        for env in manifest["spec"]["driver"].get("env", [])
+    }
+
+
+class _Recorder:
+    """The one KubeClient call a check launch makes: the SparkApplication it creates."""
+
+    def __init__(self) -> None:
+        self.created: list[dict[str, Any]] = []
+
+    async def create_object(self, group: str, version: str, namespace: str, plural: str, body: dict[str, Any]) -> None:
+        self.created.append(body)
+
+
+async def test_kafka_config_and_config_from_reach_the_admin_client_never_the_manifest() -> None:
+    cluster = ConnectClusterSpec.model_validate(
+        {
+            "restUrl": "http://connect:8083",
+            "kafka": {
+                "bootstrapServers": "kafka:9093",
+                "config": {"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN"},
+                "configFrom": {
+                    "sasl.password": {"name": "kafka-creds", "key": "password"},
+                    "sasl.username": {"name": "kafka-creds", "key": "user"},
+                },
+            },
+        }
+    )
+    kube = _Recorder()
+    runner = CheckRunner(cast(KubeClient, kube), Settings(), BUILTIN_DEFAULTS)
+    owner = {
+        "apiVersion": "connectops.io/v1alpha1",
+        "kind": "Connector",
+        "metadata": {"name": "sink", "uid": "u"},
+    }
+    last = await runner.launch(
+        namespace="ns", owner=owner, suffix="g1", connector="sink", cluster=cluster, check=CheckSpec(), trigger="t"
+    )
+    assert last is not None
+    assert last.state == "PENDING"
+    (manifest,) = kube.created
+
+    # the job, in a driver pod whose env the kubelet filled from the Secret, builds this client
+    parsed = parser().parse_args(manifest["spec"]["arguments"])
+    settings, secrets = client_settings(parsed.client_config, parsed.client_config_env, _driver_environment(manifest))
+    assert settings == {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "PLAIN",
+        "sasl.password": "pa55-word-from-the-secret",
+        "sasl.username": "svc-check",
+    }
+    assert sorted(secrets) == ["pa55-word-from-the-secret", "svc-check"]
+    # the manifest names the Secret keys; the executors (which never reach Kafka) get nothing
+    assert manifest["spec"]["driver"]["env"] == [
+        {
+            "name": "CONNECTOPS_KAFKA_SASL_PASSWORD",
+            "valueFrom": {"secretKeyRef": {"name": "kafka-creds", "key": "password"}},
+        },
+        {
+            "name": "CONNECTOPS_KAFKA_SASL_USERNAME",
+            "valueFrom": {"secretKeyRef": {"name": "kafka-creds", "key": "user"}},
+        },
+    ]
+    assert "env" not in manifest["spec"]["executor"]
+    # a later launch writes the same manifest: the env names do not change between reconciles
+    again = _Recorder()
+    await CheckRunner(cast(KubeClient, again), Settings(), BUILTIN_DEFAULTS).launch(
+        namespace="ns", owner=owner, suffix="g1", connector="sink", cluster=cluster, check=CheckSpec(), trigger="t"
+    )
+    assert again.created == [manifest]
+
+
+def test_without_kafka_settings_the_job_gets_no_client_flags() -> None:
+    args = job_arguments(TARGET, CheckSpec(), "a")
+    parsed = parser().parse_args(args)
+    assert (parsed.client_config, parsed.client_config_env) == ([], [])
+    assert "env" not in spark_application(TARGET, CheckSpec(), BUILTIN_DEFAULTS, "a", "t")["spec"]["driver"]
+
+
+def test_settings_whose_env_names_would_clash_get_distinct_names() -> None:
+    names = client_config_env(["sasl.password", "sasl_password", "ssl.key.password"])
+    assert names["ssl.key.password"] == "CONNECTOPS_KAFKA_SSL_KEY_PASSWORD"
+    assert names["sasl.password"] != names["sasl_password"]
+    assert names["sasl.password"].startswith("CONNECTOPS_KAFKA_SASL_PASSWORD_")
+    assert client_config_env(["sasl_password", "sasl.password"]) == {
+        k: names[k] for k in ("sasl.password", "sasl_password")
+    }
+
+
+def test_a_missing_env_var_is_a_clear_argument_error(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("CONNECTOPS_KAFKA_SASL_PASSWORD", raising=False)
+    argv = ["--bootstrap", "k:9092", "--connect-url", "http://c", "--connector", "s"]
+    with pytest.raises(SystemExit) as exit_:
+        main([*argv, "--client-config-env", "sasl.password=CONNECTOPS_KAFKA_SASL_PASSWORD"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "--client-config-env sasl.password=CONNECTOPS_KAFKA_SASL_PASSWORD" in err
+    assert "environment variable CONNECTOPS_KAFKA_SASL_PASSWORD is not set" in err
+    # one setting, two sources: refused rather than one silently winning
+    monkeypatch.setenv("CONNECTOPS_KAFKA_SASL_PASSWORD", "x")
+    with pytest.raises(SystemExit):
+        main(
+            [
+                *argv,
+                "--client-config",
+                "sasl.password=y",
+                "--client-config-env",
+                "sasl.password=CONNECTOPS_KAFKA_SASL_PASSWORD",
+            ]
+        )
+    assert "sasl.password is also set by --client-config" in capsys.readouterr().err
+
+
+def test_mask_hides_the_values_read_from_the_environment() -> None:
+    text = 'Invalid value "pa55-word" for configuration property "sasl.password" (pa55-word-2)'
+    assert mask(text, ["pa55-word", "pa55-word-2", "on"]) == (
+        'Invalid value "[redacted]" for configuration property "sasl.password" ([redacted])'
+    )

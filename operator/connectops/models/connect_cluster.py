@@ -41,7 +41,8 @@ class KafkaAccess(CamelModel):
         default_factory=dict,
         description=(
             "Sensitive Kafka client settings read from Secrets of this namespace, e.g. sasl.password; "
-            "used for tombstone resets, offset reads and the offset-syncs cleanup."
+            "used for tombstone resets, offset reads and the offset-syncs cleanup, and given to the "
+            "checks' driver pod as env vars from the Secret (never in its arguments)."
         ),
     )
 

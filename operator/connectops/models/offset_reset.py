@@ -12,7 +12,7 @@ from typing import Annotated, Any, Final
 
 from pydantic import Field, StringConstraints, model_validator
 
-from connectops.models.base import CamelModel, Condition, LocalObjectRef, StatusModel
+from connectops.models.base import CamelModel, Condition, LocalObjectRef, SecretKeyRef, StatusModel
 from connectops.models.checks import LastCheck
 
 
@@ -109,10 +109,23 @@ class OffsetEntry(CamelModel):
 
 
 class KafkaClusterAccess(CamelModel):
+    """How the operator reaches one of MirrorMaker 2's clusters (for its offset-syncs topic)."""
+
     bootstrap_servers: str = Field(min_length=1, description="host:port[,host:port]")
     config: dict[str, str] = Field(
         default_factory=dict, description="Non-sensitive client settings (librdkafka names)."
     )
+    config_from: dict[str, SecretKeyRef] = Field(
+        default_factory=dict,
+        description=("Sensitive client settings read from Secrets of the OffsetReset's namespace, e.g. sasl.password."),
+    )
+
+    @model_validator(mode="after")
+    def _one_source_per_setting(self) -> KafkaClusterAccess:
+        both = sorted(set(self.config) & set(self.config_from))
+        if both:
+            raise ValueError(f"Kafka settings {both} are set in both config and configFrom")
+        return self
 
 
 class MirrorMaker2(CamelModel):

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any
 
+from connectops.models.base import SecretKeyRef
 from connectops.models.checks import CheckSpec, SparkCheckDefaults, SparkResources
 
 SPARK_GROUP, SPARK_VERSION, SPARK_PLURAL = "sparkoperator.k8s.io", "v1beta2", "sparkapplications"
@@ -138,6 +139,28 @@ class CheckTarget:
     metrics_urls: tuple[str, ...] = ()
     offset_flush_timeout_ms: int | None = None
     offset_flush_interval_ms: int | None = None
+    #: the Kafka client settings of ConnectCluster spec.kafka: plain ones (config), and the
+    #: Secret keys of the others (configFrom), whose values the driver pod reads as env vars
+    client_config: Mapping[str, str] = field(default_factory=dict)
+    client_config_from: Mapping[str, SecretKeyRef] = field(default_factory=dict)
+
+
+#: prefix of the driver's env vars that carry configFrom values (never the job's arguments)
+CLIENT_ENV_PREFIX = "CONNECTOPS_KAFKA_"
+
+
+def client_config_env(settings: Iterable[str]) -> dict[str, str]:
+    """The driver env var of each configFrom setting: ``sasl.password`` ->
+    ``CONNECTOPS_KAFKA_SASL_PASSWORD``, the same name for the same set of settings on every
+    reconcile (so the manifest does not change). Settings that would share a name (``a.b`` and
+    ``a_b``) each get a digest of their own name appended."""
+    wanted = sorted(set(settings))
+    plain = {s: CLIENT_ENV_PREFIX + re.sub(r"[^A-Z0-9]", "_", s.upper()) for s in wanted}
+    shared = {name for name in plain.values() if list(plain.values()).count(name) > 1}
+    return {
+        s: f"{name}_{hashlib.sha256(s.encode()).hexdigest()[:8].upper()}" if name in shared else name
+        for s, name in plain.items()
+    }
 
 
 def job_arguments(
@@ -180,6 +203,12 @@ def job_arguments(
         args += ["--baseline-configmap", f"{target.namespace}/{context.baseline_config_map}"]
     for url in target.metrics_urls:
         args += ["--metrics-url", url]
+    for setting, value in sorted(target.client_config.items()):
+        args += ["--client-config", f"{setting}={value}"]
+    # a Secret's value never enters the arguments (readable by whoever reads the SparkApplication):
+    # only the name of the driver env var that holds it
+    for setting, env in client_config_env(target.client_config_from).items():
+        args += ["--client-config-env", f"{setting}={env}"]
     if target.metrics_urls:
         args += [
             "--offset-flush-timeout-ms",
@@ -218,6 +247,14 @@ def spark_application(
     if settings.service_account:
         driver["serviceAccount"] = settings.service_account
     driver["labels"] = dict(labels)
+    if target.client_config_from:
+        # only the driver: it collects (the Kafka admin client runs there); executors compute
+        # on the collected snapshot and never reach Kafka, so they get no credentials
+        envs = client_config_env(target.client_config_from)
+        driver["env"] = [
+            {"name": envs[setting], "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}}
+            for setting, ref in sorted(target.client_config_from.items())
+        ]
     return {
         "apiVersion": f"{SPARK_GROUP}/{SPARK_VERSION}",
         "kind": "SparkApplication",

@@ -96,6 +96,8 @@ class CheckRunner:
             offset_flush_interval_ms=(
                 cluster.worker_metrics.offset_flush_interval_ms if cluster.worker_metrics else None
             ),
+            client_config=dict(cluster.kafka.config),
+            client_config_from=dict(cluster.kafka.config_from),
         )
         refused = not_allowed(cluster.spark_check, self._defaults, self.policy)
         if refused:

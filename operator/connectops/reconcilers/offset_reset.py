@@ -30,7 +30,7 @@ from pydantic import ValidationError
 from connectops import failpoints, metrics
 from connectops.adapters.connect_rest import ConnectError, ConnectRejected
 from connectops.adapters.kafka import KafkaClientConfigInvalid, KafkaOffsets, KafkaOffsetsError
-from connectops.adapters.kube import KubeClient, KubeError, KubeObjectMissing, LockHeld
+from connectops.adapters.kube import KubeClient, KubeError, KubeObjectMissing, LockHeld, SecretKeyMissing
 from connectops.errors import NotReadyYet, SpecInvalid
 from connectops.models import GROUP
 from connectops.models.base import utcnow_iso
@@ -39,6 +39,7 @@ from connectops.models.connector import ConnectorSpec
 from connectops.models.offset_reset import (
     OffsetResetSpec,
     OffsetResetStatus,
+    OffsetsTopicLocation,
     ResetAction,
     ResumePolicy,
     StepStatus,
@@ -68,6 +69,7 @@ from connectops.reconcilers.reset_run import (
     offsets_outcome,
     spec_hash,
 )
+from connectops.redact import Redactor
 from connectops.settings import Settings
 from connectops.validation import describe_validation_error
 
@@ -152,12 +154,11 @@ class OffsetResetExecutor:
             emit("Normal", "Started", f"offset {spec.action} started")
 
         try:
-            cluster_name, connector = await self._target(namespace, spec)
-            cluster = await self._clusters.resolve(namespace, cluster_name, max_age=0)
-        except (KubeObjectMissing, SpecInvalid) as exc:
+            connector, cluster, (mirror_config, secrets) = await self._references(namespace, spec)
+        except (KubeObjectMissing, SecretKeyMissing, SpecInvalid) as exc:
             # Nothing is locked or stopped yet. Say why on the object, then retry (kopf, with
             # back-off): the reference may appear or be fixed, as in a GitOps sync out of order.
-            reason = "ReferenceNotFound" if isinstance(exc, KubeObjectMissing) else "InvalidTarget"
+            reason = "InvalidTarget" if isinstance(exc, SpecInvalid) else "ReferenceNotFound"
             conditions.set("Succeeded", None, reason, f"{exc}; retrying", event_on_change=True, warning=True)
             status.phase = "Pending"
             status.conditions = conditions.items
@@ -176,7 +177,18 @@ class OffsetResetExecutor:
             status.conditions = conditions.items
             await self._save(namespace, name, status, "phase", "conditions")
             return False
-        run = Run(namespace, name, meta["uid"], meta.get("generation"), status, spec, cluster, emit)
+        run = Run(
+            namespace,
+            name,
+            meta["uid"],
+            meta.get("generation"),
+            status,
+            spec,
+            cluster,
+            emit,
+            mirror_kafka_config=mirror_config,
+            redactor=Redactor(secrets),
+        )
         run.status.phase = "Running"  # from Pending, if it waited for its target
         if not run.status.connectors:
             run.status.connectors = self._connector_names(spec, connector)
@@ -262,6 +274,40 @@ class OffsetResetExecutor:
         assert spec.cluster_ref is not None
         name = spec.connector_name or (spec.mirror_maker2.source_connector if spec.mirror_maker2 else "")
         return spec.cluster_ref.name, name
+
+    async def _references(
+        self, namespace: str, spec: OffsetResetSpec
+    ) -> tuple[str, ClusterHandle, tuple[dict[str, dict[str, str]], list[str]]]:
+        """Everything the reset reads from the API before it may change anything: the connector
+        and its ConnectCluster, and MirrorMaker 2's Kafka credentials (a missing Secret must stop
+        the reset before its lock, not at the offsetSyncs step after the offsets changed)."""
+        cluster_name, connector = await self._target(namespace, spec)
+        cluster = await self._clusters.resolve(namespace, cluster_name, max_age=0)
+        return connector, cluster, await self._mirror_kafka_config(namespace, spec)
+
+    async def _mirror_kafka_config(
+        self, namespace: str, spec: OffsetResetSpec
+    ) -> tuple[dict[str, dict[str, str]], list[str]]:
+        """MirrorMaker 2's client settings by cluster (``source``, ``target``): ``config`` with
+        ``configFrom`` read from Secrets of the reset's own namespace; and the values read, to
+        be masked (sasl.password, ssl.key.password) wherever a text could carry them."""
+        mm2 = spec.mirror_maker2
+        configs: dict[str, dict[str, str]] = {}
+        secrets: list[str] = []
+        if mm2 is None:
+            return configs, secrets
+        for location, access in (
+            (OffsetsTopicLocation.SOURCE, mm2.source_cluster),
+            (OffsetsTopicLocation.TARGET, mm2.target_cluster),
+        ):
+            if access is None:
+                continue
+            config = dict(access.config)
+            for setting, ref in sorted(access.config_from.items()):
+                config[setting] = await self._kube.secret_value(namespace, ref.name, ref.key)
+                secrets.append(config[setting])
+            configs[str(location)] = config
+        return configs, secrets
 
     @staticmethod
     def _connector_names(spec: OffsetResetSpec, connector: str) -> list[str]:
@@ -349,7 +395,7 @@ class OffsetResetExecutor:
             except (ConnectError, KubeError, KafkaOffsetsError, NotReadyYet, Exception) as exc:
                 # An unexpected exception's text is not known to be secret-free: its type only.
                 known = isinstance(exc, ConnectError | KubeError | KafkaOffsetsError | NotReadyYet)
-                text = run.cluster.redactor(str(exc)) if known else f"unexpected {type(exc).__name__}"
+                text = run.redactor(str(exc)) if known else f"unexpected {type(exc).__name__}"
                 # a request Connect or Kafka refused as such fails the same way when repeated
                 permanent = isinstance(exc, ConnectRejected | KafkaClientConfigInvalid)
                 if attempts >= self._max_attempts or isinstance(exc, LockHeld) or permanent:
@@ -490,7 +536,7 @@ class OffsetResetExecutor:
                 resume_error = exc
                 run.status.pending_resume = True
                 detail = (
-                    f"{message}. {offsets}. Resuming failed too ({run.cluster.redactor(str(exc))}): the "
+                    f"{message}. {offsets}. Resuming failed too ({run.redactor(str(exc))}): the "
                     "connector(s) are STOPPED until the operator's retries of the resume get through"
                 )
             # Unlocked either way: a Connector object managing the connector may then resume it too.

@@ -74,7 +74,7 @@ class OffsetChanges:
             raise
         entry.state = "Done"
         if isinstance(result, str) and result:
-            entry.message = run.cluster.redactor(result)[:1000]
+            entry.message = run.redactor(result)[:1000]
             entry.confirmed_by_connector = confirmation(result)
             if entry.confirmed_by_connector is False:
                 self._external_offsets_condition(run)

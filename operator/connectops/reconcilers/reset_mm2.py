@@ -54,10 +54,12 @@ async def clean_offset_syncs(run: Run) -> str:
     topic = plan.offset_syncs_topic
     if not topic:
         raise StepFailed("the plan names no offset-syncs topic to clean up")
-    access = mm2.source_cluster if plan.offset_syncs_cluster == "source" else mm2.target_cluster
+    location = OffsetsTopicLocation(plan.offset_syncs_cluster or OffsetsTopicLocation.TARGET)
+    access = mm2.source_cluster if location is OffsetsTopicLocation.SOURCE else mm2.target_cluster
     kafka: KafkaApi
     if access is not None:
-        kafka = run.kafka_factory(access.bootstrap_servers, access.config)
+        # config with configFrom's Secret values, read before the reset changed anything
+        kafka = run.kafka_factory(access.bootstrap_servers, run.mirror_kafka_config[str(location)])
     elif run.kafka is not None:
         kafka = run.kafka
     else:

@@ -22,6 +22,7 @@ from connectops.models.offset_reset import (
 from connectops.planning.offset_reset import Step
 from connectops.reconcilers.clusters import ClusterHandle
 from connectops.reconcilers.common import EmitEvent
+from connectops.redact import Redactor
 
 if TYPE_CHECKING:
     from connectops.reconcilers.reset_changes import OffsetChanges
@@ -113,7 +114,16 @@ class Run:
     kafka: KafkaApi | None = None
     #: builds the access to another Kafka cluster (MirrorMaker 2's source or target)
     kafka_factory: KafkaFactory = KafkaOffsets
+    #: MirrorMaker 2's client settings by cluster ("source", "target"): config with the values
+    #: of configFrom, read from this reset's namespace before anything changes
+    mirror_kafka_config: dict[str, dict[str, str]] = field(default_factory=dict)
     managed_states: dict[str, str] = field(default_factory=dict)
+    #: masks every secret value the reset holds in the texts it writes (status, Events): the
+    #: ConnectCluster's and the reset's own (mirrorMaker2 configFrom), added when read
+    redactor: Redactor = field(default_factory=Redactor)
+
+    def __post_init__(self) -> None:
+        self.redactor.include(self.cluster.redactor)
 
     def step(self, step: Step) -> StepStatus:
         return self.status.step(str(step))

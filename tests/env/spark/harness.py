@@ -59,13 +59,17 @@ Transitions (upstream controller; Status().Update with retry on conflict after e
 
 What differs: the "driver" is a local process (``mainApplicationFile`` is not used: the job is
 ``python -m <module> <spec.arguments>``, run in its own log directory, so paths in the arguments
-must be absolute); its stderr tail is appended to the FAILING/FAILED
-errorMessage; the retry interval defaults to 5 s when unset (upstream's defaulting webhook value);
+must be absolute); its environment gets ``spec.driver.env`` as the kubelet would fill it (plain
+``value`` and ``valueFrom.secretKeyRef``, read from the namespace's Secrets; a missing one is a
+harness error, where the kubelet would leave the pod in CreateContainerConfigError); its stderr
+tail is appended to the FAILING/FAILED errorMessage; the retry interval defaults to 5 s when
+unset (upstream's defaulting webhook value);
 there is no UI service, no executor pods and no events.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import os
 import subprocess
@@ -239,6 +243,7 @@ class FakeSparkOperator:
         self.errors: list[BaseException] = []
         # Any: custom-object calls return untyped JSON (annotated as ``object``).
         self._api: Any = kubernetes.client.CustomObjectsApi(api_client)
+        self._core: Any = kubernetes.client.CoreV1Api(api_client)
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self._stop = threading.Event()
@@ -466,7 +471,7 @@ class FakeSparkOperator:
         argv = self._job_argv(obj)
         run_dir = self.log_dir / f"{app.name}-{app.uid[:8]}-{len(app.jobs) + 1}"
         run_dir.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, **self.extra_env, "KUBECONFIG": str(self.kubeconfig_path)}
+        env = {**os.environ, **self.extra_env, **self._driver_env(obj), "KUBECONFIG": str(self.kubeconfig_path)}
         env.pop("KUBERNETES_SERVICE_HOST", None)  # the job must use KUBECONFIG, not in-cluster config
         env.setdefault("PYSPARK_PYTHON", str(self.python))
         stdout_path, stderr_path = run_dir / "stdout", run_dir / "stderr"
@@ -497,6 +502,24 @@ class FakeSparkOperator:
         message = f"driver container failed with ExitCode: {returncode}, Reason: {reason}"
         tail = _tail(stderr_path.read_text(encoding="utf-8", errors="replace"))
         return returncode, f"{message}\n{tail}" if tail else message
+
+    def _driver_env(self, obj: Mapping[str, Any]) -> dict[str, str]:
+        """``spec.driver.env`` as the kubelet resolves it into the driver container."""
+        namespace = obj["metadata"]["namespace"]
+        env: dict[str, str] = {}
+        for entry in ((obj.get("spec") or {}).get("driver") or {}).get("env") or []:
+            ref = (entry.get("valueFrom") or {}).get("secretKeyRef")
+            if ref is None:
+                env[entry["name"]] = str(entry.get("value", ""))
+                continue
+            secret = self._core.read_namespaced_secret(ref["name"], namespace)
+            data = secret.data or {}
+            if ref["key"] not in data:
+                raise RuntimeError(
+                    f"driver env {entry['name']}: Secret {namespace}/{ref['name']} has no key {ref['key']}"
+                )
+            env[entry["name"]] = base64.b64decode(data[ref["key"]]).decode()
+        return env
 
     def _finish_job(self, app: _App, process: subprocess.Popen[bytes], *, killed: bool) -> None:
         with self._lock:

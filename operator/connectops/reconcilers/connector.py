@@ -65,6 +65,7 @@ from connectops.reconcilers.checks import CheckRunner, apply_check_conditions
 from connectops.reconcilers.clusters import ClusterHandle, ClusterRegistry
 from connectops.reconcilers.common import Conditions, EmitEvent, Outcome
 from connectops.reconcilers.on_create import NewConnector, OffsetsOnCreate
+from connectops.reconcilers.reset_run import parse_holder
 from connectops.redact import Redactor
 from connectops.settings import Settings
 from connectops.validation import describe_validation_error
@@ -624,10 +625,11 @@ def _plan_held(plan: ConnectorPlan, conditions: Conditions) -> bool:
 def _holder_text(holder: str, viewer: str) -> str:
     """``connectops.io/offsetreset/<ns>/<name>/<uid>`` -> ``OffsetReset <ns>/<name>``, as shown in
     namespace ``viewer``: another tenant's reset is not named (locks are shared across namespaces)."""
-    parts = holder.split("/")
-    if len(parts) != 5 or parts[1] != "offsetreset":
+    parsed = parse_holder(holder)
+    if parsed is None:
         return "another holder"
-    return f"OffsetReset {parts[2]}/{parts[3]}" if parts[2] == viewer else "an OffsetReset in another namespace"
+    namespace, name, _ = parsed
+    return f"OffsetReset {namespace}/{name}" if namespace == viewer else "an OffsetReset in another namespace"
 
 
 async def _starting(handle: ClusterHandle | None, exc: ConnectError) -> str | None:

@@ -7,9 +7,9 @@ most the step that was in flight, and the machine resumes from status on the nex
 spec that is executed is snapshotted into status at the start: a finished (or running) reset is
 immutable, and later spec edits are reported, not obeyed.
 
-Where things live: this module is the driver, the lock/stop/resume/verify/unlock steps and the
-failure path (kept together, about 700 lines, because the failure path decides between resuming
-and staying stopped with those same steps); ``reset_inspect`` plans, ``reset_backup`` keeps
+Where things live: this module is the driver, the stop/resume/verify steps and the failure path
+(kept together, about 700 lines, because the failure path decides between resuming and staying
+stopped with those same steps); ``reset_lock`` takes and releases the lock, ``reset_inspect`` plans, ``reset_backup`` keeps
 backups, ``reset_rest`` / ``reset_tombstone`` / ``reset_consumer_group`` change offsets (one module
 per strategy), ``reset_changes`` records every change and reads it back, ``reset_mm2`` handles the
 offset-syncs topic.
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
@@ -58,6 +57,7 @@ from connectops.reconcilers.common import Backoff, Conditions, EmitEvent
 from connectops.reconcilers.reset_backup import BackupStore
 from connectops.reconcilers.reset_changes import OffsetChanges, changed
 from connectops.reconcilers.reset_inspect import Inspector
+from connectops.reconcilers.reset_lock import ResetLocks
 from connectops.reconcilers.reset_run import (
     PLURAL,
     KafkaFactory,
@@ -72,8 +72,6 @@ from connectops.reconcilers.reset_run import (
 from connectops.redact import Redactor
 from connectops.settings import Settings
 from connectops.validation import describe_validation_error
-
-log = logging.getLogger(__name__)
 
 __all__ = ["PLURAL", "OffsetResetExecutor", "backup_name", "lock_holder", "offsets_outcome", "spec_hash"]
 
@@ -104,6 +102,7 @@ class OffsetResetExecutor:
         self._changes = OffsetChanges(kube)
         self._backups = BackupStore(kube, self._changes)
         self._inspector = Inspector(kube, self._backups)
+        self._locks = ResetLocks(kube)
 
     # -- entry point ------------------------------------------------------------------------------
 
@@ -334,19 +333,8 @@ class OffsetResetExecutor:
             cluster_name, _ = await self._target(meta["namespace"], OffsetResetSpec.model_validate(spec_raw))
         except (KubeError, ValidationError):
             return
-        holder = lock_holder(meta["namespace"], meta["name"], meta["uid"])
         scope = status.lock_scope or cluster_name  # no scope: taken before scopes existed
-        where = status.lock_namespace or meta["namespace"]
-        for connector in connectors:
-            try:
-                await self._kube.release_lock(where, scope, connector, holder)
-            except KubeError as exc:
-                if where != meta["namespace"]:
-                    raise
-                # a Lease in the reset's own namespace is owned by it: the garbage collector
-                # removes it with the reset, and an operator without rights there (its locks now
-                # live in its own namespace) must not block the deletion
-                log.warning("lock of %s/%s left to the garbage collector: %s", meta["namespace"], meta["name"], exc)
+        await self._locks.release(meta, status, scope, deleting=True)
 
     # -- the machine ------------------------------------------------------------------------------
 
@@ -616,86 +604,17 @@ class OffsetResetExecutor:
 
     # -- steps ------------------------------------------------------------------------------------
 
-    def _holder(self, run: Run) -> str:
-        return lock_holder(run.namespace, run.name, run.uid)
-
     async def _lock(self, run: Run) -> str:
-        said = f"locked {', '.join(run.connectors)}"
-        scope = run.status.lock_scope
-        if not scope:
-            scope = await run.cluster.lock_scope(self._settings.capabilities_ttl_seconds)
-            # recorded before the Lease exists: unlock and deletion release this very name
-            run.status.lock_scope = scope
+        if not run.status.lock_scope:
+            run.status.lock_scope = await run.cluster.lock_scope(self._settings.capabilities_ttl_seconds)
             run.status.lock_namespace = self._settings.lock_namespace or run.namespace
+            # recorded before the Lease exists: unlock and deletion release this very name
             await self._store(run)
-        where = run.status.lock_namespace or run.namespace  # none: a lock from before lock namespaces
-        # an owner in another namespace would have the garbage collector delete the Lease at once
-        owner = (
-            {"apiVersion": f"{GROUP}/v1alpha1", "kind": "OffsetReset", "name": run.name, "uid": run.uid}
-            if where == run.namespace
-            else None
-        )
-        for connector in run.connectors:
-            try:
-                await self._kube.acquire_lock(where, scope, connector, self._holder(run), owner)
-            except LockHeld as held:
-                if await self._holder_gone(held.holder):
-                    said = f"took over the lock left by {held.holder}, which no longer exists"
-                elif await self._restores_failed_reset(run, held.holder):
-                    said = f"took over the lock of the failed reset whose backup this restores ({held.holder})"
-                elif not held.holder.startswith(f"{GROUP}/offsetreset/{run.namespace}/"):
-                    # another tenant's reset: that it exists is enough, not its namespace or name
-                    raise LockHeld("an OffsetReset in another namespace") from None
-                else:
-                    raise
-                await self._kube.transfer_lock(where, scope, connector, held.holder, self._holder(run), owner)
-        return said
-
-    async def _holder_gone(self, holder: str) -> bool:
-        """Whether a lock's holder is an OffsetReset that no longer exists. A Lease in the shared
-        lock namespace has no owner to be collected with (owners cannot be in another namespace),
-        so an OffsetReset deleted without its finalizer running leaves it behind: it would lock
-        the connector forever, in a namespace its users cannot write."""
-        prefix = f"{GROUP}/offsetreset/"
-        if not holder.startswith(prefix):
-            return False
-        namespace, _, rest = holder[len(prefix) :].partition("/")
-        name, _, uid = rest.rpartition("/")
-        if not (namespace and name and uid):
-            return False
-        try:
-            obj = await self._kube.custom_object(namespace, PLURAL, name)
-        except KubeObjectMissing:
-            return True
-        except KubeError:
-            return False  # unreadable is not gone
-        return bool(obj["metadata"].get("uid") != uid)
-
-    async def _restores_failed_reset(self, run: Run, holder: str) -> bool:
-        """A restore of a failed reset's own backup may take that reset's lock: the connector then
-        stays locked (and stopped) from the failure until its offsets are back."""
-        if run.spec.action != ResetAction.RESTORE:
-            return False
-        prefix = f"{GROUP}/offsetreset/{run.namespace}/"
-        if not holder.startswith(prefix):
-            return False
-        name, _, uid = holder[len(prefix) :].rpartition("/")
-        try:
-            obj = await self._kube.custom_object(run.namespace, PLURAL, name)
-        except KubeObjectMissing:
-            return False
-        status = OffsetResetStatus.from_storage(obj.get("status"))
-        return (
-            obj["metadata"].get("uid") == uid
-            and status.phase == "Failed"
-            and status.backup_config_map == run.spec.restore_from
-        )
+        return await self._locks.take(run)
 
     async def _unlock(self, run: Run) -> str:
-        scope = run.status.lock_scope or run.cluster.name
-        where = run.status.lock_namespace or run.namespace
-        for connector in run.connectors:
-            await self._kube.release_lock(where, scope, connector, self._holder(run))
+        meta = {"namespace": run.namespace, "name": run.name, "uid": run.uid}
+        await self._locks.release(meta, run.status, run.status.lock_scope or run.cluster.name)
         return "released the lock"
 
     async def _inspect(self, run: Run) -> str:

@@ -36,6 +36,18 @@ def lock_holder(namespace: str, name: str, uid: str) -> str:
     return f"{GROUP}/offsetreset/{namespace}/{name}/{uid}"
 
 
+def parse_holder(holder: str) -> tuple[str, str, str] | None:
+    """(namespace, name, uid) of an OffsetReset's holder identity; None for anything else."""
+    prefix = f"{GROUP}/offsetreset/"
+    if not holder.startswith(prefix):
+        return None
+    parts = holder[len(prefix) :].split("/")
+    if len(parts) != 3 or not all(parts):
+        return None
+    namespace, name, uid = parts
+    return namespace, name, uid
+
+
 def backup_name(namespace: str, name: str, uid: str) -> str:
     """A backup ConfigMap name that no other reset can have: readable prefix, then a hash of the
     full identity (two long names sharing their first 200 characters still differ)."""

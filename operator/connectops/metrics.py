@@ -16,3 +16,10 @@ RESET_STEP_SECONDS = Histogram(
     "connectops_offset_reset_step_seconds", "Duration of one reset step attempt that succeeded", ["step"]
 )
 CHECKS = Counter("connectops_checks_total", "Lag/balance checks that finished", ["state", "verdict"])
+INTERRUPTION_SECONDS = Histogram(
+    "connectops_connector_interruption_seconds",
+    "How long a change kept a connector from processing: the call that stopped its tasks to the first task "
+    "seen RUNNING again (ConfigUpdated, DriftCorrected, Restarted, OffsetReset)",
+    ["cause"],
+    buckets=(0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600),
+)

@@ -48,6 +48,7 @@ class ConnectorView:
     verdict: str = "NONE"
     total_lag: float | None = None
     time_lag_s: float | None = None
+    interruption_s: float | None = None
 
 
 @dataclass
@@ -103,6 +104,8 @@ class ObjectMetrics(Collector):
             view.verdict = _one_of((check.verdict if check is not None else None) or "NONE", VERDICTS, "NONE")
             view.total_lag = _number(headline.get("totalLag"))
             view.time_lag_s = _number(headline.get("timeLagSeconds"))
+            cost = published.last_interruption
+            view.interruption_s = cost.seconds if cost is not None else None
 
     def observe_reset(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
         published = OffsetResetStatus.salvage(status)
@@ -154,6 +157,11 @@ class ObjectMetrics(Collector):
             "Age of the oldest unread record at the latest check (Kafka Lag Exporter's time lag)",
             labels=labels,
         )
+        interruption = GaugeMetricFamily(
+            "connectops_connector_last_interruption_seconds",
+            "What the last change that restarted running tasks cost: stop to first task RUNNING",
+            labels=labels,
+        )
         for (ns, name), view in sorted(connectors.items()):
             for state in DESIRED_STATES:
                 desired.add_metric([ns, name, state], 1.0 if view.desired == state else 0.0)
@@ -172,6 +180,8 @@ class ObjectMetrics(Collector):
                 lag.add_metric([ns, name], view.total_lag)
             if view.time_lag_s is not None:
                 time_lag.add_metric([ns, name], view.time_lag_s)
+            if view.interruption_s is not None:
+                interruption.add_metric([ns, name], view.interruption_s)
         phase = GaugeMetricFamily("connectops_offset_reset_phase", "1 for the reset's phase", labels=[*labels, "phase"])
         step = GaugeMetricFamily(
             "connectops_offset_reset_step", "1 for the step a running reset is in", labels=[*labels, "step"]
@@ -189,7 +199,7 @@ class ObjectMetrics(Collector):
                 step.add_metric([ns, name, reset.step], 1.0)
             if reset.started_at is not None:
                 duration.add_metric([ns, name], (reset.finished_at or now) - reset.started_at)
-        yield from (desired, actual, ready, tasks, restarts, reconciled, drift, verdict, lag, time_lag)
+        yield from (desired, actual, ready, tasks, restarts, reconciled, drift, verdict, lag, time_lag, interruption)
         yield from (phase, step, duration)
 
 

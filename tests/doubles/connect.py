@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -174,6 +174,19 @@ class FakeConnector:
     stop_lag: int = 0
     lagging_status: ConnectorState | None = None
     lagging_reads: int = 0
+    #: restarts seen in the status late (see FakeConnect.slow_restarts): how many reads show the
+    #: restarted tasks down, and as what
+    restart_lag: int = 0
+    down_tasks: frozenset[int] = frozenset()
+    down_state: str = "UNASSIGNED"
+    down_reads: int = 0
+
+    def restarting(self, tasks: Iterable[int], state: str) -> None:
+        """Tasks (re)started just now, shown ``state`` for the next ``restart_lag`` status reads."""
+        if self.restart_lag:
+            # a second restart while the first still shows adds its tasks (restart-tasks "0,2")
+            still = self.down_tasks if self.down_reads else frozenset()
+            self.down_tasks, self.down_state, self.down_reads = still | frozenset(tasks), state, self.restart_lag
 
     def task_ids(self) -> list[int]:
         return [] if self.target == "STOPPED" else list(range(self.task_configs))
@@ -205,6 +218,8 @@ class FakeConnector:
             failure = self.task_failures.get(task)
             if failure is not None:
                 tasks.append(TaskState(task, "FAILED", worker_id, failure.trace.splitlines()[0][:500]))
+            elif self.down_reads and task in self.down_tasks:
+                tasks.append(TaskState(task, self.down_state, worker_id, None))
             else:
                 tasks.append(TaskState(task, "PAUSED" if self.target == "PAUSED" else "RUNNING", worker_id, None))
         return ConnectorState(self.name, self.plugin.type, state, worker_id, trace, tuple(tasks))
@@ -264,6 +279,13 @@ class FakeConnect:
         """After the next stops of ``name``, ``reads`` status reads still show the state from
         before the stop (running tasks); a huge number is a stop that never completes."""
         self.connectors[name].stop_lag = reads
+
+    def slow_restarts(self, name: str, reads: int) -> None:
+        """Restarts that the status shows as the worker does, through its status topic: after a
+        config change or a restart of ``name``, ``reads`` status reads show the restarted tasks
+        UNASSIGNED (a config change: stopped for the rebalance) or RESTARTING (KIP-745) before
+        RUNNING. Without it a restart is instant: the next read already shows RUNNING."""
+        self.connectors[name].restart_lag = reads
 
     def fail_task(
         self, name: str, task: int, trace: str = "java.lang.RuntimeException: boom", *, sticky: bool = False
@@ -443,7 +465,9 @@ class FakeConnect:
         if connector.lagging_reads > 0 and connector.lagging_status is not None:
             connector.lagging_reads -= 1
             return connector.lagging_status
-        return connector.state(self.worker_id)
+        state = connector.state(self.worker_id)
+        connector.down_reads = max(0, connector.down_reads - 1)
+        return state
 
     async def create(self, name: str, config: dict[str, str], initial_state: str | None = None) -> None:
         self._enter("create", name, dict(config), initial_state)
@@ -477,6 +501,7 @@ class FakeConnect:
             connector.connector_failure = None
             connector.task_failures.clear()
         connector.start_tasks()
+        connector.restarting(connector.task_ids(), "UNASSIGNED")
 
     async def pause(self, name: str) -> None:
         self._enter("pause", name)
@@ -517,10 +542,13 @@ class FakeConnect:
             if connector.connector_failure is not None and not connector.connector_failure.sticky:
                 connector.connector_failure = None
         if include_tasks:
+            restarted = []
             for task in connector.task_ids():
                 if not only_failed or task in connector.task_failures:
                     connector.task_restarts[task] = connector.task_restarts.get(task, 0) + 1
                     connector.start_task(task)
+                    restarted.append(task)
+            connector.restarting(restarted, "RESTARTING")
 
     async def restart_task(self, name: str, task_id: int) -> None:
         self._enter("restart_task", name, task_id)
@@ -531,6 +559,7 @@ class FakeConnect:
             )
         connector.task_restarts[task_id] = connector.task_restarts.get(task_id, 0) + 1
         connector.start_task(task_id)
+        connector.restarting([task_id], "RESTARTING")
 
     async def delete(self, name: str) -> bool:
         self._enter("delete", name)

@@ -185,6 +185,7 @@ class RecordedRequest:
     status: int | None  # what the client got; None: no response (drop, timeout)
     seconds: float
     error: str | None = None  # upstream transport error, if any
+    received_at: float = 0.0  # wall clock (time.time()) when the request arrived
 
 
 @dataclass
@@ -436,6 +437,7 @@ class FaultProxy:
 
     async def _serve(self, request: _Request, writer: asyncio.StreamWriter) -> bool:
         started = time.monotonic()
+        received_at = time.time()
         rule = self._choose(request.method, request.path)
         upstream: _Response | None = None
         error: str | None = None
@@ -452,6 +454,7 @@ class FaultProxy:
                     status=status,
                     seconds=time.monotonic() - started,
                     error=error,
+                    received_at=received_at,
                 )
             )
 

@@ -42,3 +42,13 @@ def test_unknown_time_lag_and_verdict_leave_no_value() -> None:
     text = exposition(metrics)
     assert "connectops_connector_lag_seconds{" not in text  # a bool is not a number of seconds
     assert 'verdict="NONE"} 1.0' in text
+
+
+def test_the_last_change_cost_is_exported_only_when_measured() -> None:
+    metrics = ObjectMetrics()
+    measured = {"cause": "ConfigUpdated", "connector": "c", "outcome": "Measured", "stoppedAt": "2026-11-25T10:00:00Z"}
+    metrics.observe_connector("ns", "c", {}, {"lastInterruption": {**measured, "seconds": 2.25}})
+    metrics.observe_connector("ns", "d", {}, {"lastInterruption": {**measured, "outcome": "NoStopSeen"}})
+    text = exposition(metrics)
+    assert 'connectops_connector_last_interruption_seconds{name="c",namespace="ns"} 2.25' in text
+    assert 'connectops_connector_last_interruption_seconds{name="d"' not in text

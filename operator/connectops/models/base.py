@@ -134,6 +134,18 @@ def utcnow_iso() -> str:
     return datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
+def iso_ms(epoch: float) -> str:
+    """A moment to the millisecond, for durations measured across writes of the status."""
+    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def epoch_of(text: str | None) -> float | None:
+    """The moment an ISO 8601 time of the status names (None for none)."""
+    if not text:
+        return None
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
 def set_condition(
     conditions: list[Condition],
     type_: str,

@@ -16,6 +16,7 @@ from connectops.models.base import (
     StatusModel,
 )
 from connectops.models.checks import CheckSpec, LastCheck
+from connectops.models.interruption import Interruption
 from connectops.models.offset_reset import OffsetEntry, TimestampText, timestamp_ms
 
 #: Keys the operator renders from dedicated spec fields; accepting them in ``config`` would
@@ -309,6 +310,10 @@ class ConnectorStatus(StatusModel):
     last_check: LastCheck | None = Field(default=None, description="The latest lag and balance check.")
     offsets_on_create: OffsetsOnCreateStatus | None = Field(
         default=None, description="What spec.offsets did when the connector was created."
+    )
+    last_interruption: Interruption | None = Field(
+        default=None,
+        description="What the last change that restarted running tasks cost: stop to first task RUNNING.",
     )
     verbs: VerbTokens = Field(
         default_factory=VerbTokens,

@@ -14,6 +14,7 @@ from pydantic import Field, StringConstraints, model_validator
 
 from connectops.models.base import CamelModel, Condition, LocalObjectRef, SecretKeyRef, StatusModel
 from connectops.models.checks import LastCheck
+from connectops.models.interruption import Interruption
 
 
 class ResetAction(StrEnum):
@@ -387,6 +388,13 @@ class OffsetResetStatus(StatusModel):
         ),
     )
     previous_states: dict[str, str] = Field(default_factory=dict, description="Connector states before the reset.")
+    stopped_at: str | None = Field(
+        default=None, description="When the stop step first called Connect's stop (to the millisecond)."
+    )
+    interruptions: list[Interruption] = Field(
+        default_factory=list,
+        description="What the reset cost each connector: stop to first task RUNNING after the resume.",
+    )
     steps: list[StepStatus] = Field(default_factory=list, description="The step machine.")
     current_step: str | None = Field(default=None, description="The step in progress.")
     pending_resume: bool | None = Field(

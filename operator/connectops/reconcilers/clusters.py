@@ -23,6 +23,7 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from connectops.adapters.connect_rest import ConnectApi, ConnectClient
+from connectops.adapters.kafka.status_topic import StatusTopic
 from connectops.adapters.kube import KubeClient
 from connectops.errors import SpecInvalid, UrlNotAllowed
 from connectops.failures import ConnectopsError
@@ -71,6 +72,16 @@ class ClusterHandle:
     _kafka_cluster_id: str | None = None
     _plugins: list[str] | None = None
     _plugins_at: float = 0.0
+    _status_reader: StatusTopic | None = None
+
+    def status_reader(self) -> StatusTopic | None:
+        """The reader of the workers' status topic (one per handle: a rotated Secret makes a new
+        handle), when ``spec.kafka`` says how to reach it."""
+        if self.spec.kafka is None:
+            return None
+        if self._status_reader is None:
+            self._status_reader = StatusTopic(self.spec.kafka.bootstrap_servers, self.kafka_config, timeout_s=5)
+        return self._status_reader
 
     async def capabilities(self, ttl: float) -> tuple[str, Capabilities]:
         """Worker version and capabilities, re-read at most every ``ttl`` seconds."""
@@ -245,6 +256,8 @@ class ClusterRegistry:
     async def aclose(self) -> None:
         for handle in self._handles.values():
             await handle.client.aclose()
+            if handle._status_reader is not None:
+                handle._status_reader.close()
         self._handles.clear()
         for old in list(self._retired):
             await old.aclose()

@@ -4,10 +4,11 @@ Modelled on Strimzi's connector reconciler (GET, compare, PUT only on a real dif
 written only when it changed), with Connect's own validate endpoint as the gate in front of
 every write: an invalid config is reported and nothing is applied.
 
-Why ~650 lines in one module: it is the Connector's whole observe-plan-apply-report cycle
+Why ~740 lines in one module: it is the Connector's whole observe-plan-apply-report cycle
 (validate, act, settle, report, verbs, checks, delete) around one status model; the decisions
-themselves are pure and live in planning/connector.py and planning/verbs.py, so what is left here
-is the order of the calls, which reads best in one place.
+themselves are pure and live in planning/ (connector, verbs, interruption), what a change cost is
+observed and published by change_cost, so what is left here is the order of the calls, which
+reads best in one place.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from connectops.models.connector import (
     TaskStatus,
     VerbTokens,
 )
+from connectops.models.interruption import InterruptionCause
 from connectops.planning import on_create as on_create_plan
 from connectops.planning.checks import CheckContext, verdict_config_map
 from connectops.planning.connector import (
@@ -59,11 +61,14 @@ from connectops.planning.connector import (
     readiness,
     render_config,
 )
+from connectops.planning.interruption import InterruptionWatch
 from connectops.planning.ownership import Claim, conflict_message, owner
 from connectops.planning.verbs import RECONCILE, BadVerb, Restart, acted_on, pending_verbs, reconcile_paused
+from connectops.reconcilers import change_cost
+from connectops.reconcilers.change_cost import StatusFeed, watch_for
 from connectops.reconcilers.checks import CheckRunner, apply_check_conditions
 from connectops.reconcilers.clusters import ClusterHandle, ClusterRegistry
-from connectops.reconcilers.common import Conditions, EmitEvent, Outcome
+from connectops.reconcilers.common import Backoff, Conditions, EmitEvent, Outcome
 from connectops.reconcilers.on_create import NewConnector, OffsetsOnCreate
 from connectops.reconcilers.reset_run import parse_holder
 from connectops.redact import Redactor
@@ -299,13 +304,15 @@ class ConnectorReconciler:
             await self._on_create.create(new, caps, status, conditions, emit)
             self._report(status, state, book_raw)
             return
-        for action in plan.actions:
-            book_raw = await self._act(action, client, connector, desired, book, book_raw, emit, periodic)
+        book_raw, watch, feed = await self._act_all(
+            plan.actions, cluster, connector, desired, state, book, book_raw, emit, periodic
+        )
         conditions.set("Synced", True, "Synced", "live config matches the spec")
         await self._on_create.report(new, caps, created, status, conditions, emit)
 
         if plan.actions:
-            state = await self._settle(client, connector, spec)
+            state = await self._settle(client, connector, spec, watch, feed)
+            change_cost.publish(watch, status, emit)
             live = desired
         ready = readiness(spec, _observe(state, live))
         if plan.restart_limit_reached:
@@ -323,7 +330,7 @@ class ConnectorReconciler:
             book_raw = AutoRestartStatus(count=0, last_restart_time=book_raw.last_restart_time)
         self._report(status, state, book_raw)
         if state is not None:
-            await self._verbs(obj, client, connector, status, emit)
+            await self._restarts(obj, spec, cluster, connector, state, book_raw, status, emit)
         await self._check(obj, spec, connector, cluster, plan.actions, conditions, status)
 
     async def _validated(
@@ -372,6 +379,28 @@ class ConnectorReconciler:
             return False
         return True
 
+    async def _act_all(
+        self,
+        actions: Sequence[Any],
+        cluster: ClusterHandle,
+        connector: str,
+        desired: dict[str, str],
+        state: ConnectorState | None,
+        book: RestartBook,
+        book_raw: AutoRestartStatus,
+        emit: EmitEvent,
+        periodic: bool,
+    ) -> tuple[AutoRestartStatus, InterruptionWatch | None, StatusFeed | None]:
+        """The planned actions in order; the watch of what a config change costs, begun just
+        before it (the status records are read from there)."""
+        watch: InterruptionWatch | None = None
+        feed: StatusFeed | None = None
+        for action in actions:
+            if (began := change_cost.watch_change(action, state, periodic)) is not None:
+                watch, feed = began, await StatusFeed.begin(cluster, connector)
+            book_raw = await self._act(action, cluster.client, connector, desired, book, book_raw, emit, periodic)
+        return book_raw, watch, feed
+
     async def _act(
         self,
         action: Any,
@@ -415,14 +444,42 @@ class ConnectorReconciler:
             return AutoRestartStatus(count=book.count + 1, last_restart_time=utcnow_iso())
         return book_raw
 
-    async def _verbs(
-        self, obj: ConnectorObject, client: ConnectApi, connector: str, status: ConnectorStatus, emit: EmitEvent
+    async def _restarts(
+        self,
+        obj: ConnectorObject,
+        spec: ConnectorSpec,
+        cluster: ClusterHandle,
+        connector: str,
+        state: ConnectorState,
+        book: AutoRestartStatus,
+        status: ConnectorStatus,
+        emit: EmitEvent,
     ) -> None:
-        """Act once on each restart annotation whose value is new (see :mod:`planning.verbs`).
+        """The restart verbs, and what restarting running tasks cost."""
+        watch, feed = await self._verbs(obj, cluster, connector, state, status, emit)
+        if watch is not None:
+            after = await self._settle(cluster.client, connector, spec, watch, feed)
+            change_cost.publish(watch, status, emit)
+            self._report(status, after, book)
+
+    async def _verbs(
+        self,
+        obj: ConnectorObject,
+        cluster: ClusterHandle,
+        connector: str,
+        state: ConnectorState,
+        status: ConnectorStatus,
+        emit: EmitEvent,
+    ) -> tuple[InterruptionWatch | None, StatusFeed | None]:
+        """Act once on each restart annotation whose value is new (see :mod:`planning.verbs`);
+        the watch of what the last restart of running tasks costs, if one was made.
 
         The token is recorded only after Connect accepted the call: a failed call is retried
         with the reconcile, never lost, and never repeated once done.
         """
+        client = cluster.client
+        watch: InterruptionWatch | None = None
+        feed: StatusFeed | None = None
         # The body a handler gets can predate the status patch of the handler before it (kopf
         # patches after the handler returns, outside the per-object lock): what this process
         # did last is remembered here, the status is the record across restarts.
@@ -431,16 +488,23 @@ class ConnectorReconciler:
             if isinstance(verb, BadVerb):
                 emit("Warning", "BadAnnotation", f"{verb.annotation}: {verb.value[:100]!r}: {verb.why}")
             elif isinstance(verb, Restart):
+                # restarting only failed tasks stops nothing that was processing
+                if not verb.only_failed and (began := watch_for(state, InterruptionCause.RESTARTED)) is not None:
+                    watch, feed = began, await StatusFeed.begin(cluster, connector)
                 await client.restart(connector, include_tasks=True, only_failed=verb.only_failed)
                 what = "the connector and its failed tasks" if verb.only_failed else "the connector and all its tasks"
                 emit("Normal", "Restarted", f"{verb.annotation}={verb.value}: restarted {what}")
             else:
+                running = frozenset(t.id for t in state.tasks if t.state == "RUNNING") & frozenset(verb.task_ids)
+                if running and (began := watch_for(state, InterruptionCause.RESTARTED, running)) is not None:
+                    watch, feed = began, await StatusFeed.begin(cluster, connector)
                 for task_id in verb.task_ids:
                     await client.restart_task(connector, task_id)
                 emit("Normal", "Restarted", f"{verb.annotation}={verb.value}: restarted tasks {list(verb.task_ids)}")
             acted = acted_on(acted, verb)
             self._acted[obj.uid] = acted
             status.verbs = acted
+        return watch, feed
 
     async def _check(
         self,
@@ -503,17 +567,27 @@ class ConnectorReconciler:
         for task in action.failed_tasks:
             await client.restart_task(connector, task)
 
-    async def _settle(self, client: ConnectApi, connector: str, spec: ConnectorSpec) -> ConnectorState | None:
-        """Poll briefly until Connect reports the desired state, so Ready is right on the first
-        status write instead of one resync later. Bounded: the timer catches slow workers."""
+    async def _settle(
+        self,
+        client: ConnectApi,
+        connector: str,
+        spec: ConnectorSpec,
+        watch: InterruptionWatch | None = None,
+        feed: StatusFeed | None = None,
+    ) -> ConnectorState | None:
+        """Poll until Connect reports the desired state (and, after a change that stops tasks,
+        until they are back: what it cost), so Ready is right on the first status write instead
+        of one resync later. Bounded: the timer catches slow workers."""
         deadline = time.monotonic() + self._settings.settle_seconds
-        state = await client.get_status(connector)
-        while time.monotonic() < deadline:
-            if state is not None and readiness(spec, _observe(state, {})).ready:
-                break
-            await asyncio.sleep(0.5)
+        backoff = Backoff()
+        while True:
             state = await client.get_status(connector)
-        return state
+            watched = await change_cost.observe(watch, feed, state)
+            if watched and state is not None and readiness(spec, _observe(state, {})).ready:
+                return state
+            if time.monotonic() >= deadline:
+                return state
+            await backoff.wait()
 
     @staticmethod
     def _report(status: ConnectorStatus, state: ConnectorState | None, book: AutoRestartStatus) -> None:

@@ -8,8 +8,9 @@ spec that is executed is snapshotted into status at the start: a finished (or ru
 immutable, and later spec edits are reported, not obeyed.
 
 Where things live: this module is the driver, the stop/resume/verify steps and the failure path
-(kept together, about 700 lines, because the failure path decides between resuming and staying
-stopped with those same steps); ``reset_lock`` takes and releases the lock, ``reset_inspect`` plans, ``reset_backup`` keeps
+(kept together, about 740 lines, because the failure path decides between resuming and staying
+stopped with those same steps; verify also measures what the reset cost, from the same polls);
+``reset_lock`` takes and releases the lock, ``reset_inspect`` plans, ``reset_backup`` keeps
 backups, ``reset_rest`` / ``reset_tombstone`` / ``reset_consumer_group`` change offsets (one module
 per strategy), ``reset_changes`` records every change and reads it back, ``reset_mm2`` handles the
 offset-syncs topic.
@@ -32,9 +33,10 @@ from connectops.adapters.kafka import KafkaClientConfigInvalid, KafkaOffsets, Ka
 from connectops.adapters.kube import KubeClient, KubeError, KubeObjectMissing, LockHeld, SecretKeyMissing
 from connectops.errors import NotReadyYet, SpecInvalid
 from connectops.models import GROUP
-from connectops.models.base import utcnow_iso
+from connectops.models.base import epoch_of, iso_ms, utcnow_iso
 from connectops.models.checks import CheckSpec
 from connectops.models.connector import ConnectorSpec
+from connectops.models.interruption import InterruptionCause
 from connectops.models.offset_reset import (
     OffsetResetSpec,
     OffsetResetStatus,
@@ -44,6 +46,7 @@ from connectops.models.offset_reset import (
     StepStatus,
 )
 from connectops.planning.checks import CheckContext
+from connectops.planning.interruption import InterruptionWatch
 from connectops.planning.offset_reset import (
     PlanError,
     Step,
@@ -622,6 +625,11 @@ class OffsetResetExecutor:
 
     async def _stop(self, run: Run) -> str:
         client = run.cluster.client
+        if run.status.stopped_at is None:
+            # stored before the call: a rerun of the step (the connector already stopped) must not
+            # move the start of what the reset costs
+            run.status.stopped_at = iso_ms(time.time())
+            await self._store(run)
         for connector in run.connectors:
             await client.stop(connector)
         deadline = time.monotonic() + self._stop_timeout
@@ -688,14 +696,30 @@ class OffsetResetExecutor:
         return "; ".join(said)
 
     async def _verify(self, run: Run) -> str:
-        """The connectors reached the state they were returned to (running with tasks, etc.)."""
+        """The connectors reached the state they were returned to (running with tasks, etc.);
+        and what the reset cost each one (:mod:`planning.interruption`)."""
         client = run.cluster.client
         deadline = time.monotonic() + 60
+        stopped = epoch_of(run.status.stopped_at)
+        resumed = epoch_of(run.status.step(Step.RESUME).started_at)
+        costs = []
         for connector in run.connectors:
             want = run.plan.resume_to(connector).upper()
+            watch = None
+            if stopped is not None:
+                # tasks cannot run before the resume call: the first poll's error bound starts there
+                watch = InterruptionWatch(
+                    cause=InterruptionCause.OFFSET_RESET,
+                    connector=connector,
+                    started=stopped,
+                    already_stopped=True,
+                    down_until=resumed,
+                )
             backoff = Backoff()
             while True:
                 state = await client.get_status(connector)
+                if watch is not None and state is not None:
+                    watch.observe(time.time(), state.state, [(t.id, t.state) for t in state.tasks])
                 ok = (
                     state is not None
                     and state.state == want
@@ -706,7 +730,14 @@ class OffsetResetExecutor:
                 if time.monotonic() > deadline:
                     raise NotReadyYet(f"{connector} is {state.state if state else 'missing'}, expected {want}")
                 await backoff.wait()
-        return "connector(s) in their resumed state"
+            if watch is not None:
+                cost = watch.result(not_resumed=None if want == "RUNNING" else want)
+                if cost.seconds is not None:
+                    metrics.INTERRUPTION_SECONDS.labels(cause=cost.cause).observe(cost.seconds)
+                costs.append(cost)
+        run.status.interruptions = costs
+        said = "; ".join(f"{c.connector}: {c.message}" for c in costs)
+        return "connector(s) in their resumed state" + (f" ({said})" if said else "")
 
 
 def _state_after(spec: OffsetResetSpec, connector: ConnectorSpec | None) -> str:

@@ -191,6 +191,27 @@ def main() -> int:
         print(f"$ wc -l {demo_files / 'output.txt'}   # every line again after the reset")
         print((demo_files / "output.txt").read_text().count("\n"))
         print()
+        # a pull request that renames demo-source's topic: what would applying it do?
+        proposal = workdir / "proposal"
+        proposal.mkdir()
+        connectors = list(yaml.safe_load_all((ROOT / "examples/filestream-connectors.yaml").read_text()))
+        connectors[0]["spec"]["config"]["topic"] = "demo-lines-v2"
+        (proposal / "connect-cluster.yaml").write_text(yaml.safe_dump(cluster))
+        (proposal / "filestream-connectors.yaml").write_text(yaml.safe_dump_all(connectors))
+        print("$ connectops plan -f proposal/   # examples/ with demo-source's topic changed")
+        plan = subprocess.run(
+            [str(ROOT / ".venv/bin/connectops"), "plan", "-f", str(proposal), "-n", "default"],
+            env=op_env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        print(plan.stdout.rstrip() or plan.stderr[-2000:])
+        print(f"(exit status {plan.returncode}: 0 no change, 2 changes, 1 invalid)")
+        if plan.returncode != 2:
+            raise SystemExit("connectops plan did not see the change")
+        print()
         log("running the lag/balance check locally (connectops-check, Spark local[*]) on demo-sink")
         check = subprocess.run(
             [

@@ -1,4 +1,4 @@
-"""``connectops`` command line: run the operator, generate CRDs."""
+"""``connectops`` command line: run the operator, generate CRDs, plan a change."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import socket
 import sys
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from connectops import crdgen, fence
 
@@ -123,6 +123,47 @@ def _lease_settings(args: argparse.Namespace) -> LeaseSettings:
     return 0
 
 
+def _plan(args: argparse.Namespace) -> int:
+    """What applying the manifests would do: exit 0 nothing, 2 changes, 1 invalid (or unreachable)."""
+    import asyncio
+
+    import yaml
+
+    from connectops.planning import preview
+
+    loaded: list[Any] = []
+    for given in args.filename:
+        path = Path(given)
+        files = sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml")) if path.is_dir() else [path]
+        for file in files:
+            try:
+                loaded.extend(yaml.safe_load_all(file.read_text()))
+            except (OSError, yaml.YAMLError) as exc:
+                print(f"connectops plan: cannot read {file}: {exc}", file=sys.stderr)
+                return int(preview.Exit.INVALID)
+    docs, plans = preview.documents(loaded, args.namespace)
+    if args.offline:
+        plans.extend(preview.offline(doc, *preview.validate(doc)) for doc in docs)
+    else:
+        plans.extend(asyncio.run(_plan_online(docs)))
+    online = not args.offline
+    print(preview.as_json(plans, online=online) if args.output == "json" else preview.markdown(plans, online=online))
+    return int(preview.exit_status(plans))
+
+
+async def _plan_online(docs: list[Any]) -> list[Any]:
+    from connectops.adapters.kube import KubeClient, load_kube_config
+    from connectops.reconcilers.preview import Previewer
+    from connectops.settings import load
+
+    load_kube_config()
+    previewer = Previewer(KubeClient(), load())
+    try:
+        return await previewer.plan(docs)
+    finally:
+        await previewer.aclose()
+
+
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -161,6 +202,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     run.add_argument("--log-format", default="text", choices=["text", "json"], help="json: one object per line")
     run.set_defaults(func=_run)
+
+    plan = sub.add_parser("plan", help="what applying manifests would do (exit 0: nothing, 2: changes, 1: invalid)")
+    plan.add_argument("-f", "--filename", action="append", required=True, help="a file or directory (repeatable)")
+    plan.add_argument("--namespace", "-n", default="default", help="for objects that name none (default: %(default)s)")
+    plan.add_argument("--offline", action="store_true", help="schema only: ask no API server and no Connect worker")
+    plan.add_argument("--output", "-o", default="markdown", choices=["markdown", "json"])
+    plan.set_defaults(func=_plan)
     return parser
 
 

@@ -8,7 +8,9 @@ the code a live run does.
 Offsets keep the meaning they have at their source, so a snapshot file can be checked against
 the broker by hand: ``committed`` is a consumer group's committed offset (the NEXT offset to
 read), ``stored`` is MirrorMaker 2's stored source offset (the LAST offset replicated; the task
-resumes at ``stored + 1``). The metrics layer normalises both to a "position".
+resumes at ``stored + 1``). The metrics layer normalises both to a "position". A MirrorMaker 2
+checkpoint row keeps the group's committed offset on the source cluster in ``log_end`` and its
+latest checkpoint's ``upstreamOffset`` (also a next-to-read offset) in ``committed``.
 """
 
 from __future__ import annotations

@@ -44,6 +44,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 
 BYTES = "org.apache.kafka.connect.converters.ByteArrayConverter"
 PARTITIONS = 3
+SHIFT = 2  # records in each remote partition before MM2 starts
 
 
 def wait_for(check: Callable[[], Any], timeout: float, what: str) -> Any:
@@ -167,7 +168,9 @@ def worker(connect_factory: Any) -> ConnectWorker:
 @pytest.fixture
 def mirror(kafka: Tansu, worker: ConnectWorker) -> Iterator[dict[str, Any]]:
     """Upstream topic ``orders<run>`` (3 partitions) with 4, 2 and 3 records, all replicated by a
-    running MM2-shaped source connector into ``east<run>.orders<run>``."""
+    running MM2-shaped source connector into ``east<run>.orders<run>``, whose partitions already
+    held ``SHIFT`` records each: a downstream offset is then the upstream one + SHIFT, so the
+    two cannot be confused."""
     run = uuid.uuid4().hex[:6]
     alias, upstream = f"east{run}", f"orders{run}"
     admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
@@ -182,6 +185,10 @@ def mirror(kafka: Tansu, worker: ConnectWorker) -> Iterator[dict[str, Any]]:
                 producer.produce(upstream, value=b"v%d" % i, partition=partition)
                 producer.flush(10)  # one record per batch: see the module docstring
 
+    for partition in range(PARTITIONS):
+        for i in range(SHIFT):
+            producer.produce(f"{alias}.{upstream}", value=b"before-%d" % i, partition=partition)
+            producer.flush(10)
     produce({0: 4, 1: 2, 2: 3})
     rest = Rest(worker)
     source = f"mm2-source-{run}"
@@ -288,12 +295,13 @@ def test_checkpoint_lag_equals_the_hand_computation(
             "groups": group,
             "topics": upstream,
             "emit.interval.ms": "500",
+            "downstream.offset.shift": str(SHIFT),
             "key.converter": BYTES,
             "value.converter": BYTES,
         },
     )
     try:
-        first = {(group, remote, p): (o, o) for p, o in {0: 2, 1: 1, 2: 3}.items()}
+        first = {(group, remote, p): (o, o + SHIFT) for p, o in {0: 2, 1: 1, 2: 3}.items()}
         wait_for(lambda: checkpoints_from_topic(kafka.bootstrap, topic) == first, 60, "the first checkpoints")
         rest.pause(checkpoint)
         commit({0: 6, 1: 1, 2: 5})  # the group moves on; no checkpoint follows it

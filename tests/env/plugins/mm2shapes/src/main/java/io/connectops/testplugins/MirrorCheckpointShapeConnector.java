@@ -38,8 +38,9 @@ import org.apache.kafka.connect.source.SourceRecord;
  * {@code <source alias><sep><topic>}, and which are emitted only when new for the key, after an
  * upstream rewind, or when the downstream offset advances. One simplification: MM2 translates
  * upstream to downstream offsets through the offset-syncs topic; this shape's source connector
- * copies every record of a partition in order into a fresh remote topic, so downstream equals
- * upstream here and the translation is the identity. Use ByteArrayConverter for key and value.
+ * copies every record of a partition in order, so downstream = upstream + the records the remote
+ * partition held before replication began, given as {@code downstream.offset.shift} (default 0,
+ * a fresh remote topic). Use ByteArrayConverter for key and value.
  */
 public class MirrorCheckpointShapeConnector extends SourceConnector {
 
@@ -49,6 +50,7 @@ public class MirrorCheckpointShapeConnector extends SourceConnector {
     static final String PARTITIONS = "partitions";
     static final String SEPARATOR = "replication.policy.separator";
     static final String SOURCE_BOOTSTRAP_SERVERS = "source.cluster.bootstrap.servers";
+    static final String DOWNSTREAM_SHIFT = "downstream.offset.shift";
 
     static final ConfigDef CONFIG_DEF = new ConfigDef()
             .define(SOURCE_CLUSTER_ALIAS, Type.STRING, ConfigDef.NO_DEFAULT_VALUE, new ConfigDef.NonEmptyString(),
@@ -59,6 +61,8 @@ public class MirrorCheckpointShapeConnector extends SourceConnector {
             .define(SEPARATOR, Type.STRING, ".", Importance.LOW, "replication.policy.separator")
             .define(SOURCE_BOOTSTRAP_SERVERS, Type.STRING, "", Importance.MEDIUM,
                     "Source cluster: when set, checkpoints follow the groups' committed offsets there.")
+            .define(DOWNSTREAM_SHIFT, Type.LONG, 0L, ConfigDef.Range.atLeast(0), Importance.LOW,
+                    "Records each remote partition held before replication began.")
             .define(PeriodicShapeTask.EMIT_INTERVAL_MS, Type.LONG, 1000L, Importance.LOW, "Emit interval.");
 
     private Map<String, String> props;
@@ -115,6 +119,7 @@ public class MirrorCheckpointShapeConnector extends SourceConnector {
         private List<String> groups;
         private List<String> topics;
         private Admin sourceAdmin;
+        private long shift;
 
         @Override
         protected void configure(Map<String, String> props) {
@@ -124,6 +129,7 @@ public class MirrorCheckpointShapeConnector extends SourceConnector {
             topic = sourceAlias + separator + "checkpoints" + separator + "internal";
             groups = config.getList(GROUPS);
             topics = config.getList(TOPICS);
+            shift = config.getLong(DOWNSTREAM_SHIFT);
             String bootstrap = config.getString(SOURCE_BOOTSTRAP_SERVERS);
             if (!bootstrap.isEmpty()) {
                 Map<String, Object> adminConfig = new HashMap<>();
@@ -176,7 +182,7 @@ public class MirrorCheckpointShapeConnector extends SourceConnector {
                     }
                     String remote = sourceAlias + separator + upstream.topic();
                     long upstreamOffset = offset.offset();
-                    long downstreamOffset = upstreamOffset;  // identity translation, see the class comment
+                    long downstreamOffset = upstreamOffset + shift;  // see the class comment
                     Map<String, Object> partition = MirrorShapes.checkpointPartition(group, remote, upstream.partition());
                     long[] last = lastEmitted.get(partition);
                     boolean emit = last == null || upstreamOffset < last[0] || downstreamOffset > last[1];

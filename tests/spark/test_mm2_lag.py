@@ -121,7 +121,7 @@ def checkpoints_from_topic(bootstrap: str, topic: str) -> dict[tuple[str, str, i
     """(group, topic, partition) -> (upstreamOffset, downstreamOffset) of the latest checkpoint,
     decoded here from the records (Checkpoint.java's encoding)."""
     out: dict[tuple[str, str, int], tuple[int, int]] = {}
-    for record in read_records(bootstrap, topic, idle=1.0):
+    for record in read_records(bootstrap, topic):
         group, pos = _string(record.key(), 0)
         remote, pos = _string(record.key(), pos)
         (partition,) = struct.unpack_from(">i", record.key(), pos)
@@ -165,12 +165,13 @@ def worker(connect_factory: Any) -> ConnectWorker:
     return started
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def mirror(kafka: Tansu, worker: ConnectWorker) -> Iterator[dict[str, Any]]:
     """Upstream topic ``orders<run>`` (3 partitions) with 4, 2 and 3 records, all replicated by a
     running MM2-shaped source connector into ``east<run>.orders<run>``, whose partitions already
     held ``SHIFT`` records each: a downstream offset is then the upstream one + SHIFT, so the
-    two cannot be confused."""
+    two cannot be confused. Shared by the module (a connector costs a rebalance): each test
+    leaves the source connector running and caught up."""
     run = uuid.uuid4().hex[:6]
     alias, upstream = f"east{run}", f"orders{run}"
     admin = AdminClient({"bootstrap.servers": kafka.bootstrap})

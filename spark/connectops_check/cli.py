@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from connectops_check.snapshot import Scrape, Snapshot
+from connectops_check.snapshot import ConnectorKind, Scrape, Snapshot
 from connectops_check.verdict import Settings
 
 CONFIGMAP_KEY = "verdict.json"
@@ -116,6 +116,15 @@ def parser() -> argparse.ArgumentParser:
         default=[],
         metavar="KEY=VALUE",
         help="librdkafka setting for the MirrorMaker 2 source cluster's admin client (repeatable)",
+    )
+    src.add_argument(
+        "--kind",
+        choices=[k.value for k in ConnectorKind],
+        default=None,
+        help=(
+            "measure the connector as this kind (default: from its class name, or MirrorMaker 2 when "
+            "its stored offsets all have MM2's shape): for MM2 forks whose offsets are not stored yet"
+        ),
     )
     src.add_argument(
         "--traffic-window",
@@ -232,6 +241,7 @@ def _snapshot(args: argparse.Namespace) -> Snapshot:
         source_client_config=dict(args.source_client_config),
         window_start_ms=window_start,
         metrics_urls=args.metrics_url,
+        kind=None if args.kind is None else ConnectorKind(args.kind),
     )
     # the notes quote Kafka's errors, which reach the verdict, the ConfigMap and the owner's status
     snapshot.notes[:] = [mask(note, args.secrets) for note in snapshot.notes]

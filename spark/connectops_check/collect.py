@@ -7,10 +7,33 @@ Spark driver, sampling ``samples`` times every ``interval_s`` seconds.
 Per connector kind:
 - sink: group ``consumer.override.group.id`` or ``connect-<name>``; committed offsets by
   OffsetFetch, log-end and log-start by ListOffsets, members by DescribeGroups.
-- MirrorMaker 2 source (class ending in ``MirrorSourceConnector``): MM2 reads without a
-  consumer group, so its positions come from ``GET /connectors/<name>/offsets`` (KIP-875,
-  Connect 3.5+), and log-end from the SOURCE cluster (``source.cluster.bootstrap.servers``
-  unless given). Each task's partitions come from its ``task.assigned.partitions`` config.
+- MirrorMaker 2 source (class ending in ``MirrorSourceConnector``, or any source connector
+  whose stored offsets all have MM2's shape, ``{cluster, topic, partition} -> {offset}``: MM2
+  forks and wrappers keep the shape, not the name): MM2 reads without a consumer group, so its
+  positions come from ``GET /connectors/<name>/offsets`` (KIP-875, Connect 3.5+), and log-end
+  from the SOURCE cluster (``source.cluster.bootstrap.servers`` unless given). Each task's
+  partitions come from its ``task.assigned.partitions`` config.
+  Why GET /offsets and not the offsets topic itself: the worker answers it from a fresh read of
+  the offsets topic to its end (``Worker.sourceConnectorOffsets`` starts a new offset store),
+  merging a connector-specific offsets topic when one is configured and dropping tombstones.
+  Reading the topic directly would repeat all of that, and would need the worker's
+  ``offset.storage.topic`` (not visible over REST) and read access to an internal topic.
+- MirrorMaker 2 checkpoint (class ending in ``MirrorCheckpointConnector``, or offsets all of
+  shape ``{group, topic, partition} -> {offset: 0}``): its Connect offsets are always 0, so
+  they say nothing; the checkpoints themselves are records in ``<source alias><sep>checkpoints
+  <sep>internal`` on the TARGET cluster (``target.cluster.bootstrap.servers``, else
+  ``bootstrap``): key ``(group, topic, partition)``, value ``(version, upstreamOffset,
+  downstreamOffset, metadata)`` in Kafka's protocol encoding (``Checkpoint.java``), where topic
+  is the group's upstream topic renamed as the target sees it. Checkpoint lag per (group,
+  upstream topic, partition) = the group's committed offset on the SOURCE cluster - the
+  ``upstreamOffset`` of its latest checkpoint: the records the group has consumed since the
+  last checkpoint, which a consumer failing over to the target now would read again (a
+  partition of a checkpointed topic with no checkpoint yet counts its whole committed offset:
+  the target knows nothing of it). Why the upstream offset and not the downstream one: both
+  sides of the subtraction are then offsets of the same source partition. MM2 emits
+  a checkpoint only when its translated downstream offset advances (``MirrorCheckpointTask.
+  checkpointIsMoreRecent``), so a group that moved within one offset-sync step keeps a small
+  lag until the next sync: that lag is real (the failover would re-read it), not an artefact.
 - any other source: nothing broker-side to compare its offsets with; the snapshot says why.
   With the workers' metrics URLs, its tasks are scraped at every sample instead (producer
   pressure, ``producer_check``).
@@ -25,15 +48,17 @@ An admin API the broker does not support degrades one number, not the run: the s
 from __future__ import annotations
 
 import re
+import struct
 import time
+import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 from urllib.parse import quote
 
 import httpx
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException
 from confluent_kafka import ConsumerGroupTopicPartitions as GroupPartitions
-from confluent_kafka import KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 
@@ -56,6 +81,10 @@ from connectops_check.snapshot import (
 from connectops_check.worker_metrics import ExpositionError, TaskFigures, parse_worker_metrics, read_exposition
 
 MIRROR_SOURCE_SUFFIX = "MirrorSourceConnector"
+MIRROR_CHECKPOINT_SUFFIX = "MirrorCheckpointConnector"
+#: the source-partition keys of MM2's two connectors whose offsets the check can read
+MIRROR_SOURCE_KEYS = frozenset({"cluster", "topic", "partition"})
+MIRROR_CHECKPOINT_KEYS = frozenset({"group", "topic", "partition"})
 #: collection notes kept (one per distinct failure), so a flapping endpoint cannot grow the verdict
 MAX_NOTES = 50
 REQUEST_TIMEOUT_S = 15.0
@@ -90,6 +119,8 @@ class ConnectorInfo:
             return ConnectorKind.SINK
         if self.connector_class.endswith(MIRROR_SOURCE_SUFFIX):
             return ConnectorKind.MIRROR_SOURCE
+        if self.connector_class.endswith(MIRROR_CHECKPOINT_SUFFIX):
+            return ConnectorKind.MIRROR_CHECKPOINT
         return ConnectorKind.SOURCE
 
 
@@ -181,6 +212,111 @@ def parse_mirror_offsets(payload: Mapping[str, Any]) -> dict[TopicPartition, int
         if "topic" in part and "partition" in part and off.get("offset") is not None:
             stored[TopicPartition(str(part["topic"]), int(part["partition"]))] = int(off["offset"])
     return stored
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def kind_from_offsets(payload: Mapping[str, Any] | None) -> ConnectorKind | None:
+    """MirrorMaker 2 recognised by what it stores, whatever its class is called.
+
+    Every non-null entry must have one MM2 shape: ``{cluster: str, topic: str, partition: int}
+    -> {offset: int >= 0}`` (source) or ``{group: str, topic: str, partition: int} -> {offset:
+    0}`` (checkpoint), and there must be at least one. Anything else, a mixture included, is
+    None: a connector that merely reuses the key names somewhere is not taken for MM2.
+    """
+    kinds: set[ConnectorKind] = set()
+    for entry in (payload or {}).get("offsets", []):
+        part, off = entry.get("partition"), entry.get("offset")
+        if off is None:
+            continue  # a tombstone shown for a moment after a reset
+        if not isinstance(part, dict) or not isinstance(off, dict) or set(off) != {"offset"}:
+            return None
+        value, number = off["offset"], part.get("partition")
+        if not (isinstance(value, int) and _is_int(value) and value >= 0 and isinstance(part.get("topic"), str)):
+            return None
+        if not (isinstance(number, int) and _is_int(number) and number >= 0):
+            return None
+        if set(part) == MIRROR_SOURCE_KEYS and isinstance(part["cluster"], str):
+            kinds.add(ConnectorKind.MIRROR_SOURCE)
+        elif set(part) == MIRROR_CHECKPOINT_KEYS and isinstance(part["group"], str) and value == 0:
+            kinds.add(ConnectorKind.MIRROR_CHECKPOINT)
+        else:
+            return None
+    return kinds.pop() if len(kinds) == 1 else None
+
+
+class Checkpoint(NamedTuple):
+    """One record of MM2's checkpoints topic (``org.apache.kafka.connect.mirror.Checkpoint``)."""
+
+    group: str
+    topic: str
+    partition: int
+    upstream_offset: int
+    downstream_offset: int
+    metadata: str
+
+
+def _protocol_string(data: bytes, pos: int) -> tuple[str, int]:
+    """Kafka protocol STRING: int16 length, then that many UTF-8 bytes."""
+    (length,) = struct.unpack_from(">h", data, pos)
+    end = pos + 2 + length
+    if length < 0 or end > len(data):
+        raise ValueError(f"bad string length {length} at byte {pos}")
+    return data[pos + 2 : end].decode("utf-8"), end
+
+
+def decode_checkpoint(key: bytes, value: bytes) -> Checkpoint:
+    """Key ``(group STRING, topic STRING, partition INT32)``; value a header ``(version INT16)``
+    then, for version 0, ``(upstreamOffset INT64, offset INT64, metadata STRING)``, where
+    ``offset`` is the downstream offset. ValueError for anything else."""
+    try:
+        group, pos = _protocol_string(key, 0)
+        topic, pos = _protocol_string(key, pos)
+        (partition,) = struct.unpack_from(">i", key, pos)
+        (version,) = struct.unpack_from(">h", value, 0)
+        if version != 0:
+            raise ValueError(f"checkpoint value version {version}, only 0 is known")
+        upstream, downstream = struct.unpack_from(">qq", value, 2)
+        metadata, _ = _protocol_string(value, 18)
+    except (struct.error, UnicodeDecodeError) as error:
+        raise ValueError(str(error)) from error
+    return Checkpoint(group, topic, partition, upstream, downstream, metadata)
+
+
+def replication_separators(config: Mapping[str, str]) -> tuple[str, str]:
+    """``(separator, internal-topic separator)`` of MM2's DefaultReplicationPolicy: internal topics
+    use ``replication.policy.separator`` unless ``replication.policy.internal.topic.separator.
+    enabled`` is false, when they keep ``.``."""
+    sep = config.get("replication.policy.separator", ".") or "."
+    enabled = config.get("replication.policy.internal.topic.separator.enabled", "true").strip().lower() != "false"
+    return sep, sep if enabled else "."
+
+
+def checkpoints_topic(source_alias: str, internal_sep: str) -> str:
+    return f"{source_alias}{internal_sep}checkpoints{internal_sep}internal"
+
+
+def original_topic(topic: str, sep: str) -> str:
+    """DefaultReplicationPolicy.originalTopic: every ``<alias><sep>`` prefix removed."""
+    while sep in topic:
+        topic = topic.split(sep, 1)[1]
+    return topic
+
+
+def renamed_topic(upstream: str, source_alias: str, target_alias: str | None, sep: str) -> str:
+    """The topic a checkpoint names for a group's upstream topic (MirrorCheckpointTask.
+    renameTopicPartition): a topic that came from the target loses its prefixes, any other
+    gains ``<source alias><sep>``."""
+    if target_alias and sep in upstream and upstream.split(sep, 1)[0] == target_alias:
+        return original_topic(upstream, sep)
+    return f"{source_alias}{sep}{upstream}"
+
+
+def checkpoint_row(group: str, topic: str) -> str:
+    """A checkpoint row's name: ``<group>:<upstream topic>``; ``:`` cannot occur in a topic."""
+    return f"{group}:{topic}"
 
 
 def parse_assigned_partitions(value: str) -> list[TopicPartition]:
@@ -298,6 +434,20 @@ class _Kafka:
             out[TopicPartition(ktp.topic, ktp.partition)] = int(ktp.offset) if ok else None
         return out
 
+    def committed_all(self, group: str) -> dict[TopicPartition, int] | None:
+        """Every partition ``group`` has a committed offset for (None when the call failed)."""
+        try:
+            result = self.admin.list_consumer_group_offsets([GroupPartitions(group)], request_timeout=REQUEST_TIMEOUT_S)
+            answer = result[group].result(timeout=REQUEST_TIMEOUT_S)
+        except (KafkaException, NotImplementedError, TimeoutError) as error:
+            self._note(f"list_consumer_group_offsets({group})", error)
+            return None
+        return {
+            TopicPartition(ktp.topic, ktp.partition): int(ktp.offset)
+            for ktp in answer.topic_partitions or []
+            if ktp.error is None and ktp.offset is not None and ktp.offset >= 0
+        }
+
     def members(self, group: str, connector: str) -> list[Member] | None:
         try:
             future = self.admin.describe_consumer_groups([group], request_timeout=REQUEST_TIMEOUT_S)[group]
@@ -340,15 +490,18 @@ def collect_snapshot(
     source_client_config: Mapping[str, str] | None = None,
     window_start_ms: int | None = None,
     metrics_urls: Sequence[str] = (),
+    kind: ConnectorKind | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> Snapshot:
     """Samples a connector ``samples`` times, ``interval_s`` apart, and returns the snapshot.
 
-    ``bootstrap`` is the cluster a sink reads (unused for MirrorMaker 2, whose log-ends come
-    from ``source_bootstrap`` or its ``source.cluster.bootstrap.servers``). ``window_start_ms``
-    starts the traffic window (default: the first sample). ``metrics_urls``: the workers'
-    Prometheus endpoints; a source connector's tasks are scraped at every sample for the
-    producer-pressure diagnosis (``pressure``).
+    ``bootstrap`` is the cluster a sink reads; for MirrorMaker 2 the log-ends and the groups'
+    offsets come from ``source_bootstrap`` or its ``source.cluster.bootstrap.servers``, and a
+    checkpoint connector's checkpoints from its ``target.cluster.bootstrap.servers`` or else
+    ``bootstrap``. ``window_start_ms`` starts the traffic window (default: the first sample).
+    ``metrics_urls``: the workers' Prometheus endpoints; a source connector's tasks are scraped
+    at every sample for the producer-pressure diagnosis (``pressure``). ``kind`` overrides what
+    the class name and the stored offsets say (``--kind``).
     """
     if samples < 1:
         raise ValueError("samples must be at least 1")
@@ -357,14 +510,37 @@ def collect_snapshot(
         info = rest.info(connector)
         snapshot = Snapshot(
             connector=connector,
-            kind=info.kind,
+            kind=kind or info.kind,
             connector_class=info.connector_class,
             connector_state=info.state,
             tasks=info.tasks,
         )
-        if info.kind is ConnectorKind.SINK:
+        if kind is not None and kind is not info.kind:
+            snapshot.notes.append(f"measured as {kind.value} as asked (--kind), not as {info.kind.value}")
+        elif snapshot.kind is ConnectorKind.SOURCE:
+            shaped = _shape_kind(rest, connector, snapshot.notes)
+            if shaped is not None:
+                snapshot.kind = shaped
+                snapshot.notes.append(
+                    f"measured as {shaped.value}: every stored offset has MirrorMaker 2's shape "
+                    f"(class {info.connector_class or 'unknown'})"
+                )
+        if snapshot.kind is ConnectorKind.SINK:
             _collect_sink(snapshot, info, bootstrap, client_config, samples, interval_s, window_start_ms, sleep)
-        elif info.kind is ConnectorKind.MIRROR_SOURCE:
+        elif snapshot.kind is ConnectorKind.MIRROR_CHECKPOINT:
+            _collect_checkpoints(
+                snapshot,
+                info,
+                rest.task_configs(info.name),
+                info.config.get("target.cluster.bootstrap.servers") or bootstrap,
+                client_config,
+                source_bootstrap or info.config.get("source.cluster.bootstrap.servers"),
+                source_client_config,
+                samples,
+                interval_s,
+                sleep,
+            )
+        elif snapshot.kind is ConnectorKind.MIRROR_SOURCE:
             _collect_mirror(
                 snapshot,
                 info,
@@ -395,6 +571,16 @@ def collect_snapshot(
     finally:
         rest.close()
     return snapshot
+
+
+def _shape_kind(rest: ConnectRest, connector: str, notes: list[str]) -> ConnectorKind | None:
+    """MirrorMaker 2 by its stored offsets; a worker that cannot list them leaves the connector an
+    ordinary source (noted), since the check still has its producer diagnosis to give."""
+    try:
+        return kind_from_offsets(rest.offsets(connector))
+    except (httpx.HTTPStatusError, ValueError) as error:
+        notes.append(f"GET /connectors/{connector}/offsets failed ({str(error)[:200]}): not checked for MM2's shape")
+        return None
 
 
 PRODUCER_OVERRIDE = "producer.override."
@@ -567,6 +753,166 @@ def _collect_mirror(
         return
     snapshot.members = members
     _window_start(snapshot, kafka, sorted(known), window_start_ms)
+
+
+#: a checkpoints topic read to its end per sample; past this, the sample notes it was cut short
+CHECKPOINT_READ_S = 30.0
+
+
+class _CheckpointReader:
+    """MM2's checkpoints topic, read from the start and then on to its log-end at every sample;
+    keeps the latest checkpoint per key (the topic is compacted: later records win)."""
+
+    def __init__(self, bootstrap: str, client_config: Mapping[str, str] | None, topic: str, notes: list[str]):
+        conf: dict[str, str | int | float | bool] = {
+            "bootstrap.servers": bootstrap,
+            **(client_config or {}),
+            # assign() only: no group is joined and nothing is committed; librdkafka wants an id
+            "group.id": f"connectops-check-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            # the end of a partition is where the broker says it is: transaction markers (an
+            # exactly-once worker) occupy offsets after the last record
+            "enable.partition.eof": True,
+        }
+        self.consumer = Consumer(conf)
+        self.topic, self.notes = topic, notes
+        self.latest: dict[tuple[str, str, int], Checkpoint] = {}
+        self.partitions: list[int] = []
+        self.next_offset: dict[int, int] = {}
+        self.undecodable = 0
+
+    def close(self) -> None:
+        self.consumer.close()
+
+    def exists(self) -> bool:
+        meta = self.consumer.list_topics(self.topic, timeout=REQUEST_TIMEOUT_S).topics.get(self.topic)
+        if meta is None or meta.error is not None or not meta.partitions:
+            return False
+        self.partitions = sorted(meta.partitions)
+        self.consumer.assign([KafkaTopicPartition(self.topic, p, OFFSET_BEGINNING) for p in self.partitions])
+        return True
+
+    def read_to_end(self) -> None:
+        """Reads until every partition's position reaches the log-end taken first."""
+        ends = {
+            p: self.consumer.get_watermark_offsets(KafkaTopicPartition(self.topic, p), timeout=REQUEST_TIMEOUT_S)[1]
+            for p in self.partitions
+        }
+        deadline = time.monotonic() + CHECKPOINT_READ_S
+        while any(self.next_offset.get(p, 0) < end for p, end in ends.items()):
+            if time.monotonic() > deadline:
+                self.notes.append(f"checkpoints topic {self.topic}: not read to its end in {CHECKPOINT_READ_S:.0f}s")
+                return
+            for message in self.consumer.consume(num_messages=500, timeout=0.5):
+                error, partition, offset = message.error(), message.partition(), message.offset()
+                if partition is None or offset is None:
+                    continue
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        self.next_offset[partition] = max(self.next_offset.get(partition, 0), offset)
+                    continue
+                self.next_offset[partition] = offset + 1
+                self._apply(message.key(), message.value())
+
+    def _apply(self, key: bytes | None, value: bytes | None) -> None:
+        if key is None:
+            self.undecodable += 1
+            return
+        if value is None:  # a tombstone removes the key's checkpoint
+            try:
+                group, pos = _protocol_string(key, 0)
+                topic, pos = _protocol_string(key, pos)
+                (partition,) = struct.unpack_from(">i", key, pos)
+            except (ValueError, struct.error, UnicodeDecodeError):
+                self.undecodable += 1
+                return
+            self.latest.pop((group, topic, partition), None)
+            return
+        try:
+            checkpoint = decode_checkpoint(key, value)
+        except ValueError:
+            self.undecodable += 1
+            return
+        self.latest[(checkpoint.group, checkpoint.topic, checkpoint.partition)] = checkpoint
+
+
+def _assigned_groups(task_configs: Iterable[Mapping[str, Any]]) -> set[str]:
+    """MM2 checkpoint tasks' ``task.assigned.groups`` (comma-separated group ids)."""
+    return {
+        g.strip()
+        for t in task_configs
+        for g in str(t.get("config", {}).get("task.assigned.groups", "")).split(",")
+        if g.strip()
+    }
+
+
+def _collect_checkpoints(
+    snapshot: Snapshot,
+    info: ConnectorInfo,
+    task_configs: list[dict[str, Any]],
+    target_bootstrap: str,
+    target_client_config: Mapping[str, str] | None,
+    source_bootstrap: str | None,
+    source_client_config: Mapping[str, str] | None,
+    samples: int,
+    interval_s: float,
+    sleep: Callable[[float], None],
+) -> None:
+    """Checkpoint lag rows (module docstring); one row per (group, upstream topic, partition) the
+    group has committed on the source cluster, for topics the group has checkpoints of."""
+    alias = info.config.get("source.cluster.alias")
+    if not alias or not source_bootstrap:
+        snapshot.not_applicable_reason = (
+            "MirrorMaker 2 checkpoint lag needs the connector's source.cluster.alias and the source cluster "
+            "(source.cluster.bootstrap.servers, or given)"
+        )
+        return
+    sep, internal_sep = replication_separators(info.config)
+    target_alias = info.config.get("target.cluster.alias")
+    topic = checkpoints_topic(alias, internal_sep)
+    reader = _CheckpointReader(target_bootstrap, target_client_config, topic, snapshot.notes)
+    source = _Kafka(source_bootstrap, source_client_config, snapshot.notes, "source cluster")
+    try:
+        if not reader.exists():
+            snapshot.not_applicable_reason = f"checkpoints topic {topic} does not exist on {target_bootstrap}"
+            return
+        assigned = _assigned_groups(task_configs)
+        for _ in _sampling(samples, interval_s, sleep):
+            ts = now_ms()
+            # checkpoints first, group offsets second: a commit racing the sample can only
+            # overstate the lag, never hide it
+            reader.read_to_end()
+            latest = dict(reader.latest)
+            groups = sorted(assigned | {g for g, _, _ in latest})
+            rows: list[PartitionSample] = []
+            for group in groups:
+                committed = source.committed_all(group)
+                if committed is None:
+                    continue
+                checkpointed = {t for g, t, _ in latest if g == group}
+                for tp, offset in sorted(committed.items()):
+                    remote = renamed_topic(tp.topic, alias, target_alias, sep)
+                    if remote not in checkpointed:
+                        continue  # a topic MM2 does not mirror for this group (or not yet)
+                    checkpoint = latest.get((group, remote, tp.partition))
+                    rows.append(
+                        PartitionSample(
+                            checkpoint_row(group, tp.topic),
+                            tp.partition,
+                            offset,
+                            committed=None if checkpoint is None else checkpoint.upstream_offset,
+                        )
+                    )
+            snapshot.samples.append(Sample(ts_ms=ts, partitions=rows))
+        if reader.undecodable:
+            snapshot.notes.append(f"checkpoints topic {topic}: {reader.undecodable} records are not checkpoints")
+    finally:
+        reader.close()
+    if not any(s.partitions for s in snapshot.samples):
+        snapshot.not_applicable_reason = f"no consumer group has both committed offsets and checkpoints in {topic}"
+        snapshot.samples.clear()
+        return
+    snapshot.window_start_ms = snapshot.samples[0].ts_ms
 
 
 def _window_start(

@@ -8,7 +8,9 @@ the code a live run does.
 Offsets keep the meaning they have at their source, so a snapshot file can be checked against
 the broker by hand: ``committed`` is a consumer group's committed offset (the NEXT offset to
 read), ``stored`` is MirrorMaker 2's stored source offset (the LAST offset replicated; the task
-resumes at ``stored + 1``). The metrics layer normalises both to a "position".
+resumes at ``stored + 1``). The metrics layer normalises both to a "position". A MirrorMaker 2
+checkpoint row keeps the group's committed offset on the source cluster in ``log_end`` and its
+latest checkpoint's ``upstreamOffset`` (also a next-to-read offset) in ``committed``.
 """
 
 from __future__ import annotations
@@ -31,6 +33,11 @@ class ConnectorKind(StrEnum):
       log-end minus committed offset, as any consumer-group lag tool sees it.
     - ``mirror-source``: MirrorMaker 2's source connector reads the SOURCE cluster with no
       consumer group; lag is source log-end minus (stored offset + 1).
+    - ``mirror-checkpoint``: MirrorMaker 2's checkpoint connector; one row per (consumer group,
+      upstream topic, partition), named ``<group>:<topic>`` (a topic name cannot hold ``:``).
+      Its "log-end" is the group's committed offset on the SOURCE cluster and its position the
+      ``upstreamOffset`` of the group's latest checkpoint: the lag is how much of the group's
+      progress a failover to the target would not know about (``collect`` says more).
     - ``source``: any other source connector; its offsets are connector-defined positions (a
       file offset, a binlog position) with no broker-side end to compare with.
     """
@@ -38,6 +45,7 @@ class ConnectorKind(StrEnum):
     SINK = "sink"
     SOURCE = "source"
     MIRROR_SOURCE = "mirror-source"
+    MIRROR_CHECKPOINT = "mirror-checkpoint"
 
 
 @dataclass(frozen=True, slots=True, order=True)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from connectops_check.cli import duration_s, main
+from connectops_check.cli import duration_s, main, parser
 from connectops_check.snapshot import ConnectorKind, Snapshot, TaskInfo
 from connectops_check.synthetic import random_snapshot
 from tests.spark.check_helpers import History, member, snapshot
@@ -108,3 +108,10 @@ def test_argument_errors_exit_two(capsys: pytest.CaptureFixture[str]) -> None:
 )
 def test_durations(text: str, seconds: float) -> None:
     assert duration_s(text) == seconds
+
+
+def test_kind_option_names_every_kind_and_nothing_else() -> None:
+    assert parser().parse_args(["--kind", "mirror-checkpoint"]).kind == "mirror-checkpoint"
+    assert parser().parse_args([]).kind is None  # default: class name, then stored offsets' shape
+    with pytest.raises(SystemExit):
+        parser().parse_args(["--kind", "mirror"])

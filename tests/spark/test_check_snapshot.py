@@ -7,10 +7,16 @@ from pathlib import Path
 import pytest
 
 from connectops_check.collect import (
+    Checkpoint,
     ConnectorInfo,
+    checkpoints_topic,
+    decode_checkpoint,
+    kind_from_offsets,
     parse_assigned_partitions,
     parse_mirror_offsets,
     parse_task_status,
+    renamed_topic,
+    replication_separators,
     sink_topics,
     task_id_from_client_id,
 )
@@ -120,3 +126,64 @@ def test_connector_kind_and_task_status() -> None:
     }
     tasks = parse_task_status(status)
     assert [(t.task_id, t.state, t.trace) for t in tasks] == [(0, "RUNNING", None), (1, "FAILED", "boom")]
+
+
+def _entry(partition: dict[str, object], offset: object) -> dict[str, object]:
+    return {"partition": partition, "offset": offset}
+
+
+def test_mm2_recognised_by_the_shape_of_its_stored_offsets() -> None:
+    source = _entry({"cluster": "east", "topic": "orders", "partition": 1}, {"offset": 41})
+    checkpoint = _entry({"group": "app", "topic": "east.orders", "partition": 1}, {"offset": 0})
+    tombstone = _entry({"cluster": "east", "topic": "gone", "partition": 0}, None)
+    assert kind_from_offsets({"offsets": [source, tombstone]}) is ConnectorKind.MIRROR_SOURCE
+    assert kind_from_offsets({"offsets": [checkpoint]}) is ConnectorKind.MIRROR_CHECKPOINT
+    not_mm2 = [
+        [],  # nothing stored yet: nothing to recognise
+        [tombstone],
+        [source, checkpoint],  # two MM2 shapes in one connector is not MM2
+        [_entry({"sourceClusterAlias": "east", "targetClusterAlias": "west"}, {"offset": 0})],  # heartbeats
+        [_entry({"group": "app", "topic": "t", "partition": 0}, {"offset": 5})],  # checkpoints store only 0
+        [_entry({"cluster": "east", "topic": "t", "partition": 0, "extra": 1}, {"offset": 1})],
+        [_entry({"cluster": "east", "topic": "t", "partition": 0}, {"offset": 1, "ts": 2})],
+        [_entry({"cluster": "east", "topic": "t", "partition": 0}, {"offset": -1})],
+        [_entry({"cluster": "east", "topic": "t", "partition": True}, {"offset": 1})],
+        [_entry({"cluster": "east", "topic": "t", "partition": "0"}, {"offset": 1})],
+        [_entry({"cluster": "east", "topic": "t", "partition": 0}, {"offset": 1.5})],
+        [_entry({"filename": "/tmp/in.txt"}, {"position": 120})],  # FileStreamSource
+    ]
+    for offsets in not_mm2:
+        assert kind_from_offsets({"offsets": offsets}) is None, offsets
+    assert kind_from_offsets(None) is None
+
+
+def test_checkpoint_connector_kind_by_class_name() -> None:
+    config = {"connector.class": "org.apache.kafka.connect.mirror.MirrorCheckpointConnector"}
+    assert ConnectorInfo("c", "source", config, "RUNNING", []).kind is ConnectorKind.MIRROR_CHECKPOINT
+
+
+def test_decode_checkpoint_known_bytes() -> None:
+    # Checkpoint.java: key group STRING, topic STRING, partition INT32; value header version
+    # INT16 = 0, then upstreamOffset INT64, offset (downstream) INT64, metadata STRING
+    key = b"\x00\x03app" + b"\x00\x0beast.orders" + b"\x00\x00\x00\x02"
+    value = b"\x00\x00" + b"\x00" * 7 + b"\x07" + b"\x00" * 7 + b"\x05" + b"\x00\x02md"
+    assert decode_checkpoint(key, value) == Checkpoint("app", "east.orders", 2, 7, 5, "md")
+    with pytest.raises(ValueError, match="version 1"):
+        decode_checkpoint(key, b"\x00\x01" + value[2:])
+    with pytest.raises(ValueError, match="bad string length 2"):
+        decode_checkpoint(key, value[:-1])  # metadata cut short
+    with pytest.raises(ValueError, match="bad string length"):
+        decode_checkpoint(b"checkpoint {group=app}", value)  # the shape plugin's offsets-only mode
+
+
+def test_checkpoint_topic_names_follow_the_replication_policy() -> None:
+    assert replication_separators({}) == (".", ".")
+    assert replication_separators({"replication.policy.separator": "_"}) == ("_", "_")
+    disabled = {"replication.policy.separator": "_", "replication.policy.internal.topic.separator.enabled": "false"}
+    assert replication_separators(disabled) == ("_", ".")
+    assert checkpoints_topic("east", ".") == "east.checkpoints.internal"
+    # a group's upstream topic as its checkpoint names it (MirrorCheckpointTask.renameTopicPartition)
+    assert renamed_topic("orders", "east", "west", ".") == "east.orders"
+    assert renamed_topic("west.orders", "east", "west", ".") == "orders"  # came from the target
+    assert renamed_topic("other.orders", "east", "west", ".") == "east.other.orders"
+    assert renamed_topic("west.orders", "east", None, ".") == "east.west.orders"

@@ -41,7 +41,9 @@ abstract class PeriodicShapeTask extends SourceTask {
             return null;
         }
         emitted = true;
-        return records();
+        List<SourceRecord> records = records();
+        // WorkerSourceTask expects null, not an empty list, when there is nothing
+        return records.isEmpty() ? null : records;
     }
 
     @Override

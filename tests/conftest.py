@@ -78,6 +78,7 @@ SLOW_FIRST = (
     "tests/benchmarks/test_fault_bench.py",  # 125
     "tests/benchmarks/test_crash_bench.py",  # 120
     "tests/e2e/test_verbs.py",  # 115
+    "tests/spark/test_mm2_lag.py",  # 100
 )
 
 

@@ -60,6 +60,7 @@ from connectops.planning.connector import (
     render_config,
 )
 from connectops.planning.ownership import Claim, conflict_message, owner
+from connectops.planning.secrets import RotationBook, rotated_refs, rotation_message
 from connectops.planning.verbs import RECONCILE, BadVerb, Restart, acted_on, pending_verbs, reconcile_paused
 from connectops.reconcilers.checks import CheckRunner, apply_check_conditions
 from connectops.reconcilers.clusters import ClusterHandle, ClusterRegistry
@@ -134,8 +135,17 @@ def _parse_time(text: str | None) -> float | None:
 
 
 class ConnectorReconciler:
-    def __init__(self, kube: KubeClient, clusters: ClusterRegistry, settings: Settings, checks: CheckRunner) -> None:
+    def __init__(
+        self,
+        kube: KubeClient,
+        clusters: ClusterRegistry,
+        settings: Settings,
+        checks: CheckRunner,
+        rotations: RotationBook | None = None,
+    ) -> None:
         self._kube = kube
+        # without a Secret watch nothing is noted, and a rotated value is drift like any other
+        self._rotations = rotations or RotationBook(0.0)
         self._clusters = clusters
         self._settings = settings
         self._checks = checks
@@ -144,7 +154,12 @@ class ConnectorReconciler:
         self._missing_plugin: dict[str, str] = {}
 
     async def reconcile(
-        self, obj: ConnectorObject, emit: EmitEvent, *, periodic: bool, rivals: Sequence[Claim] = ()
+        self,
+        obj: ConnectorObject,
+        emit: EmitEvent,
+        *,
+        periodic: bool,
+        rivals: Sequence[Claim] = (),
     ) -> Outcome:
         conditions = Conditions(obj.status.conditions, obj.generation, emit)
         status = ConnectorStatus(observed_generation=obj.generation)
@@ -191,8 +206,11 @@ class ConnectorReconciler:
                 return None
             secret_values = await self._secret_values(obj.namespace, spec)
             redactor.add(secret_values.values())
+            refs = {k: (s.secret_key_ref.name, s.secret_key_ref.key) for k, s in spec.config_from.items()}
+            now = time.monotonic()
+            rotation = rotated_refs(refs, lambda secret: self._rotations.recent(obj.namespace, secret, now))
             await self._apply(
-                obj, spec, connector, cluster, secret_values, redactor, conditions, status, emit, periodic
+                obj, spec, connector, cluster, secret_values, redactor, conditions, status, emit, periodic, rotation
             )
         except SpecInvalid as exc:
             conditions.set("Valid", False, exc.reason, str(exc), event_on_change=True, warning=True)
@@ -254,6 +272,7 @@ class ConnectorReconciler:
         status: ConnectorStatus,
         emit: EmitEvent,
         periodic: bool,
+        rotation: Mapping[str, tuple[str, str]],
     ) -> None:
         client = cluster.client
         _, caps = await cluster.capabilities(self._settings.capabilities_ttl_seconds)
@@ -300,7 +319,7 @@ class ConnectorReconciler:
             self._report(status, state, book_raw)
             return
         for action in plan.actions:
-            book_raw = await self._act(action, client, connector, desired, book, book_raw, emit, periodic)
+            book_raw = await self._act(action, client, connector, desired, book, book_raw, emit, periodic, rotation)
         conditions.set("Synced", True, "Synced", "live config matches the spec")
         await self._on_create.report(new, caps, created, status, conditions, emit)
 
@@ -382,6 +401,7 @@ class ConnectorReconciler:
         book_raw: AutoRestartStatus,
         emit: EmitEvent,
         periodic: bool,
+        rotation: Mapping[str, tuple[str, str]],
     ) -> AutoRestartStatus:
         """Carry out one planned action; the restart bookkeeping as it stands afterwards."""
         if isinstance(action, Create):
@@ -393,6 +413,10 @@ class ConnectorReconciler:
             emit("Normal", "Created", f"connector {connector} created in Kafka Connect")
         elif isinstance(action, UpdateConfig):
             await client.put_config(connector, desired)
+            rotated = rotation_message(rotation, action.changed_keys)
+            if rotated is not None:
+                emit("Normal", "SecretRotated", rotated)
+                return book_raw
             keys = ", ".join(action.changed_keys[:20])
             reason = "DriftCorrected" if periodic else "ConfigUpdated"
             emit("Normal" if not periodic else "Warning", reason, f"config keys changed: {keys}")

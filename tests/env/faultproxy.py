@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import random
 import re
@@ -185,6 +186,16 @@ class RecordedRequest:
     status: int | None  # what the client got; None: no response (drop, timeout)
     seconds: float
     error: str | None = None  # upstream transport error, if any
+    #: SHA-256 of the Authorization header (None: none sent): which credentials a request carried,
+    #: without the proxy keeping them
+    auth_digest: str | None = None
+
+
+def auth_digest(headers: Iterable[tuple[str, str]]) -> str | None:
+    for name, value in headers:
+        if name.lower() == "authorization":
+            return hashlib.sha256(value.encode("latin-1")).hexdigest()
+    return None
 
 
 @dataclass
@@ -452,6 +463,7 @@ class FaultProxy:
                     status=status,
                     seconds=time.monotonic() - started,
                     error=error,
+                    auth_digest=auth_digest(request.headers),
                 )
             )
 

@@ -10,7 +10,8 @@ The same operator is started once per mode on that population (off first, then o
 
 * start: seconds until it has asked Connect about every connector (every name in a GET through
   a counting proxy), then RSS and peak RSS;
-* idle: ``--idle`` seconds in which nothing changes. The API server's own counters (its
+* idle: ``--idle`` seconds (one resync period by default: each mode's window holds one resync of
+  every Connector, 10 s after the start-up) in which nothing changes. The API server's own counters (its
   ``/metrics``: ``apiserver_request_total`` by verb and resource, ``apiserver_watch_events_total``
   for Secrets) are read before and after: the requests per second the operator made (nothing else
   calls the API server meanwhile) and the Secret watch events sent. RSS at the end;
@@ -20,8 +21,8 @@ The same operator is started once per mode on that population (off first, then o
   for the other key), and the Events: ``SecretRotated`` with the watch, ``DriftCorrected`` (at the
   next resync, 60 s by default) without.
 
-    .venv/bin/python benchmarks/rotation_bench.py                     # N=1000, U=1000, K=10, 30 s idle
-    .venv/bin/python benchmarks/rotation_bench.py --smoke             # N=20, U=20, K=3, 5 s idle (CI)
+    .venv/bin/python benchmarks/rotation_bench.py                     # N=1000, U=1000, K=10, 60 s resync
+    .venv/bin/python benchmarks/rotation_bench.py --smoke             # N=20, U=20, K=3, 10 s resync (CI)
     .venv/bin/python benchmarks/rotation_bench.py --connectors 200 --unreferenced 0 --idle 20
 """
 
@@ -38,7 +39,7 @@ from urllib.parse import quote, unquote
 
 import httpx
 
-from harness import Bench, FaultProxy, bench_env, log, rss_mib, table, wait, write_result
+from harness import Bench, FaultProxy, bench_env, connector_ready, log, rss_mib, table, wait, write_result
 
 SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
 _SAMPLE = re.compile(r"^(\w+)\{([^}]*)\} ([0-9.e+]+)$")
@@ -103,6 +104,13 @@ def populate(bench: Bench, ns: str, connect: httpx.Client, names: list[str], unr
         list(pool.map(lambda n: bench.create(ns, "connectors", "Connector", n, spec(n, bench.workdir)), names))
     wanted = set(names)
     wait(lambda: wanted <= set(connect.get("/connectors").json()), 120 + len(names), "connectors in Connect", 1.0)
+
+    def all_ready() -> bool:
+        ready = {i["metadata"]["name"] for i in bench.items(ns, "connectors") if connector_ready(i)}
+        return wanted <= ready
+
+    # every status written: a measured operator must not inherit the creator's unfinished work
+    wait(all_ready, 300 + len(names), "every Connector Ready", 2.0)
     return time.perf_counter() - started
 
 
@@ -138,7 +146,7 @@ def measure(
     wait(asked, 600, f"[{mode}] every connector asked about", interval=0.5)
     start_seconds = time.perf_counter() - started
     start_rss = rss_mib(operator.pid)
-    time.sleep(3)  # the start-up burst's tail (status patches) out of the idle window
+    time.sleep(10)  # the start-up burst's tail out of the idle window
     before = counters.read()
     time.sleep(idle)
     after = counters.read()
@@ -241,7 +249,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--connectors", type=int, default=1000)
     parser.add_argument("--unreferenced", type=int, default=1000, help="Secrets nobody references (2 KiB each)")
     parser.add_argument("--rotations", type=int, default=10)
-    parser.add_argument("--idle", type=float, default=30.0, help="seconds of the idle window")
+    parser.add_argument(
+        "--idle",
+        type=float,
+        help="seconds of the idle window (default: one resync period, so both modes hold one resync)",
+    )
     parser.add_argument("--resync", type=float, default=60.0, help="CONNECTOPS_RESYNC_SECONDS (the default: 60)")
     parser.add_argument(
         "--smoke", action="store_true", help="20 Connectors, 20 other Secrets, 3 rotations, 10 s resync (CI)"
@@ -250,7 +262,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true")
     args = parser.parse_args(argv)
     if args.smoke:
-        args.connectors, args.unreferenced, args.rotations, args.idle, args.resync = 20, 20, 3, 5.0, 10.0
+        args.connectors, args.unreferenced, args.rotations, args.resync = 20, 20, 3, 10.0
+    if args.idle is None:
+        args.idle = args.resync
 
     with bench_env(keep=args.keep, standalone_connect=True) as bench:
         result = run(bench, args.connectors, args.unreferenced, args.rotations, args.idle, args.resync)

@@ -34,6 +34,7 @@ SCRIPTS = [
     ("fault_bench", "faults"),
     ("bad_input_bench", "bad_input"),
     ("producer_pressure_bench", "producer_pressure"),
+    ("rotation_bench", "rotation"),
 ]
 START, END = "<!-- results:start -->", "<!-- results:end -->"
 
@@ -189,6 +190,23 @@ def report(results: Path) -> tuple[str, dict[str, Any]]:
                 f"{pp['records_per_request_factor']:.1f}x",
                 # both factors are "how many times better" (queue: defaults' peak / override's)
                 met(pp["records_per_request_factor"] > 1 and pp["queue_peak_factor"] > 1),
+            ]
+        )
+    if ro := load(results, "rotation"):
+        hygiene(ro)
+        off, on = ro["off"], ro["on"]
+        rows.append(
+            [
+                f"Secret rotation, {ro['connectors']} Connectors ({ro['connectors']} referenced + "
+                f"{ro['unreferenced_secrets']} other Secrets): watch on vs off, idle API req/s, RSS, "
+                f"{on['rotated']} rotations in Connect",
+                "report; on: in Connect within seconds, no PUT for another key",
+                f"on {on['idle_api_requests_per_second']:.2f} vs off {off['idle_api_requests_per_second']:.2f} "
+                f"req/s; RSS {on['idle_rss_mib']:.0f} vs {off['idle_rss_mib']:.0f} MiB; in Connect after "
+                f"{on['rotation_seconds_until_all_in_connect']:.1f} vs "
+                f"{off['rotation_seconds_until_all_in_connect']:.1f} s",
+                "",
+                met(on["rotation_seconds_until_all_in_connect"] < 10 and on["config_puts_to_untouched"] == 0),
             ]
         )
     rows.append(

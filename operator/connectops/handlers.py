@@ -23,12 +23,21 @@ from connectops.errors import as_kopf_error
 from connectops.models import GROUP, VERSION
 from connectops.object_metrics import OBJECTS
 from connectops.planning.ownership import Claim
+from connectops.planning.secrets import (
+    CONNECT_CLUSTER,
+    CONNECTOR,
+    RotationBook,
+    SecretUse,
+    cluster_secret_keys,
+    connector_secret_keys,
+)
 from connectops.reconcilers.checks import CheckRunner, check_defaults
 from connectops.reconcilers.clusters import ClusterRegistry
 from connectops.reconcilers.common import EmitEvent, Outcome, status_patch
 from connectops.reconcilers.connect_cluster import ConnectClusterReconciler
 from connectops.reconcilers.connector import ConnectorObject, ConnectorReconciler, claim_of, claimed_name
 from connectops.reconcilers.offset_reset import OffsetResetExecutor
+from connectops.reconcilers.secret_rotation import SecretRotation
 from connectops.settings import load
 
 SETTINGS = load()
@@ -44,10 +53,21 @@ class Runtime:
         self.kube = KubeClient()
         self.clusters = ClusterRegistry(self.kube, SETTINGS)
         self.checks = CheckRunner(self.kube, SETTINGS, check_defaults(SETTINGS))
-        self.connectors = ConnectorReconciler(self.kube, self.clusters, SETTINGS, self.checks)
-        self.connect_clusters = ConnectClusterReconciler(self.clusters, SETTINGS)
+        # long enough for a retried or queued reconcile to still report what the watch saw
+        book = RotationBook(ttl=max(2 * SETTINGS.resync_seconds, 60.0))
+        self.connectors = ConnectorReconciler(self.kube, self.clusters, SETTINGS, self.checks, book)
+        self.connect_clusters = ConnectClusterReconciler(self.clusters, SETTINGS, book)
         self.resets = OffsetResetExecutor(self.kube, self.clusters, SETTINGS, checks=self.checks)
         self.locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+        self.rotation = SecretRotation(
+            self.kube,
+            self.clusters,
+            self.connectors,
+            self.connect_clusters,
+            self.locks,
+            SETTINGS.connect_concurrency,
+            book,
+        )
 
 
 _runtime: Runtime | None = None
@@ -250,6 +270,53 @@ async def cluster_deleted(body: kopf.Body, **_: Any) -> None:
     handle = runtime().clusters.forget(body["metadata"]["namespace"], body["metadata"]["name"])
     if handle is not None:
         await handle.client.aclose()
+
+
+# -- Secrets -------------------------------------------------------------------------------------
+
+#: (namespace, Secret name) -> the objects reading it and which keys: names only, never values
+SecretIndex = kopf.Index[tuple[str, str], SecretUse]
+
+
+def _secret_uses(body: kopf.Body, kind: str, keys: dict[str, frozenset[str]]) -> dict[tuple[str, str], SecretUse]:
+    meta = body.get("metadata") or {}
+    namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+    return {(namespace, secret): SecretUse(kind, name, used) for secret, used in keys.items()}
+
+
+@kopf.index(GROUP, VERSION, "connectors")
+def connector_secrets(body: kopf.Body, **_: Any) -> dict[tuple[str, str], SecretUse] | None:
+    return _secret_uses(body, CONNECTOR, connector_secret_keys(body.get("spec") or {})) or None
+
+
+@kopf.index(GROUP, VERSION, "connectclusters")
+def cluster_secrets(body: kopf.Body, **_: Any) -> dict[tuple[str, str], SecretUse] | None:
+    return _secret_uses(body, CONNECT_CLUSTER, cluster_secret_keys(body.get("spec") or {})) or None
+
+
+async def secret_changed(event: kopf.RawEvent, body: kopf.Body, **kwargs: Any) -> None:
+    """A Secret of a watched namespace was listed, changed or deleted: the objects reading a key
+    that changed are reconciled now (see :mod:`connectops.reconcilers.secret_rotation`). Secrets
+    nobody references cost a dictionary lookup; their data is neither kept nor logged."""
+    meta = body.get("metadata") or {}
+    where = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+    connectors: SecretIndex = kwargs["connector_secrets"]
+    clusters: SecretIndex = kwargs["cluster_secrets"]
+    uses = [*connectors.get(where, []), *clusters.get(where, [])]
+    rt = runtime()
+    kind = event.get("type")
+    keys = rt.rotation.changed(*where, body.get("data") or {}, uses, listed=kind is None, deleted=kind == "DELETED")
+    if not keys:
+        return
+    claims = _claims(kwargs)
+    # a change, not periodic work: its Connect calls go ahead of a resync burst's
+    for use in await rt.rotation.apply(*where, keys, uses, _emitter, lambda b: _rivals(claims, b)):
+        metrics.RECONCILES.labels(kind=use.kind, trigger="secret-rotated").inc()
+
+
+if SETTINGS.secret_rotation:
+    # registered only when on: without it kopf neither lists nor watches Secrets (no RBAC for it)
+    kopf.on.event("v1", "secrets")(secret_changed)
 
 
 # -- OffsetReset ---------------------------------------------------------------------------------

@@ -42,6 +42,11 @@ class Settings:
     cluster_cache_seconds: float = field(default_factory=lambda: _float("CONNECTOPS_CLUSTER_CACHE_SECONDS", 5.0))
     #: capabilities are per worker version; re-read it this often
     capabilities_ttl_seconds: float = field(default_factory=lambda: _float("CONNECTOPS_CAPABILITIES_TTL_SECONDS", 60.0))
+    #: watch the Secrets of the watched namespaces and apply a rotated referenced key at once
+    #: (needs list and watch on Secrets there); off: a rotation reaches Connect at the next resync
+    secret_rotation: bool = field(
+        default_factory=lambda: os.environ.get("CONNECTOPS_SECRET_ROTATION", "true").lower() == "true"
+    )
     #: launch a SparkApplication check after every change (per Connector: spec.check.enabled)
     checks_enabled: bool = field(
         default_factory=lambda: os.environ.get("CONNECTOPS_CHECKS_ENABLED", "true").lower() == "true"

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import random
 import re
@@ -186,6 +187,16 @@ class RecordedRequest:
     seconds: float
     error: str | None = None  # upstream transport error, if any
     received_at: float = 0.0  # wall clock (time.time()) when the request arrived
+    #: SHA-256 of the Authorization header (None: none sent): which credentials a request carried,
+    #: without the proxy keeping them
+    auth_digest: str | None = None
+
+
+def auth_digest(headers: Iterable[tuple[str, str]]) -> str | None:
+    for name, value in headers:
+        if name.lower() == "authorization":
+            return hashlib.sha256(value.encode("latin-1")).hexdigest()
+    return None
 
 
 @dataclass
@@ -455,6 +466,7 @@ class FaultProxy:
                     seconds=time.monotonic() - started,
                     error=error,
                     received_at=received_at,
+                    auth_digest=auth_digest(request.headers),
                 )
             )
 

@@ -342,6 +342,8 @@ class Bounds:
     reset: float = 40.0
     check_timeout: float = 20.0
     on_create: float = 40.0
+    #: a rotated Secret key in Connect (by the watch at once; else by a 3 s resync)
+    rotation: float = 15.0
     #: after the last wait, let retries and resyncs run a little, so a late 403 reaches the log
     settle: float = 2.0
 
@@ -379,6 +381,7 @@ class Observation:
     reset_check_timed_out: bool = False  # the reset's check timed out and its app was deleted
     on_create_state: str | None = None  # the second Connector's status.offsetsOnCreate.state
     on_create_ready: dict[str, Any] | None = None  # ... and its last Ready condition
+    rotation_in_connect: bool = False  # the rotated Secret key's new value reached Connect
     event_reasons: set[str] = field(default_factory=set)
     #: what the API refused, from the operator's log: kopf's "cannot <verb> resource <r>" as
     #: "<verb> <r>", the operator's own client errors as the object kind ("Lease", "ConfigMap")
@@ -421,6 +424,9 @@ class Observation:
             "lock released": self.backup_exists and self.leases_left == 0,
             "reset check timed out": self.reset_check_timed_out,
             "spec.offsets applied (onCreate clear)": self.on_create_applied,
+            "Secret rotation applied and reported (SecretRotated)": (
+                self.rotation_in_connect and "SecretRotated" in self.event_reasons
+            ),
             "Events posted": {"Created", *STEP_EVENTS} <= self.event_reasons,
             "nothing denied": not self.denied,
         }
@@ -486,7 +492,10 @@ class Scenario:
        finishes: Succeeded, Lease released, a check launched for the reset;
     4. admin backdates that check's start: the operator must time it out and delete the app;
     5. admin creates a second Connector with ``spec.offsets: {onCreate: clear}``: the operator
-       creates it STOPPED, creates the OffsetReset that clears its offsets, and brings it to Ready.
+       creates it STOPPED, creates the OffsetReset that clears its offsets, and brings it to Ready;
+    6. admin rotates the Secret key the first Connector reads: its new value must reach Connect,
+       reported as ``SecretRotated`` (the operator's Secret watch saw it; a resync alone would
+       report ``DriftCorrected``).
     """
 
     def __init__(self, env: Env, omit: Sequence[str] = (), bounds: Bounds | None = None) -> None:
@@ -523,6 +532,7 @@ class Scenario:
             self._connector_phase(operator)
             self._reset_phase(operator)
             self._on_create_phase()
+            self._rotation_phase()
             time.sleep(self.bounds.settle)
         finally:
             if operator is not None:
@@ -657,6 +667,18 @@ class Scenario:
             return obs.on_create_applied
 
         _poll(applied, self.bounds.on_create)
+
+    def _rotation_phase(self) -> None:
+        obs = self.obs
+        if not obs.in_connect:
+            return
+        topic = f"rbac-proof-rotated-{self.ns}"
+        self.k8s.core.patch_namespaced_secret(SECRET_NAME, self.ns, {"stringData": {"topic": topic}})
+
+        def rotated() -> bool:
+            return bool(self.http.get(f"/connectors/{self.connector}/config").json().get("topic") == topic)
+
+        obs.rotation_in_connect = bool(_poll(rotated, self.bounds.rotation))
 
     def _leave_stale_lock(self) -> None:
         """The connector's lock as an OffsetReset deleted without its finalizer leaves it: a Lease

@@ -65,6 +65,7 @@ CORE_RULES = {
     ("", ("events",), ("create",)),
     ("", ("configmaps",), ("get", "create")),
     ("", ("secrets",), ("get",)),
+    ("", ("secrets",), ("list", "watch")),
     ("sparkoperator.k8s.io", ("sparkapplications",), ("get", "create", "delete")),
 }
 CRD_READS = ("apiextensions.k8s.io", ("customresourcedefinitions",), ("list", "watch"))
@@ -309,13 +310,25 @@ def test_rules_come_from_one_list(rendered: dict[str, list[Obj]]) -> None:
 
 
 def test_omit_rules_drops_a_rule_or_a_verb() -> None:
-    objects = render({"rbac": {"omitRules": ["secrets", "configmaps/create", "crds/list"]}})
+    objects = render({"rbac": {"omitRules": ["secrets", "secrets-watch", "configmaps/create", "crds/list"]}})
     [role] = by_kind(objects, "ClusterRole")
     rules = _rule_set(role)
     assert not any(res == ("secrets",) for _, res, _ in rules)
     assert ("", ("configmaps",), ("get",)) in rules
     assert ("apiextensions.k8s.io", ("customresourcedefinitions",), ("watch",)) in rules
-    assert len(rules) == len(CORE_RULES | {CRD_READS}) - 1
+    assert len(rules) == len(CORE_RULES | {CRD_READS}) - 2
+
+
+@pytest.mark.parametrize("values", [{}, NAMESPACED], ids=["clusterwide", "namespaced"])
+def test_secret_rotation_off_grants_no_secret_watch(values: dict[str, Any]) -> None:
+    """settings.secretRotation: false turns the operator's Secret watch off and takes list and
+    watch on Secrets away with it; reading a referenced Secret by name stays."""
+    objects = render({**values, "settings": {"secretRotation": False}})
+    rules = {rule for role in [*by_kind(objects, "Role"), *by_kind(objects, "ClusterRole")] for rule in _rule_set(role)}
+    assert ("", ("secrets",), ("get",)) in rules
+    assert not [rule for rule in rules if rule[1] == ("secrets",) and rule[2] != ("get",)]
+    [container] = one(objects, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert {"name": "CONNECTOPS_SECRET_ROTATION", "value": "false"} in container["env"]
 
 
 def test_extra_rules_are_appended() -> None:
@@ -635,7 +648,9 @@ def test_helm_install_upgrade_uninstall(fresh_kube: KubeAPI) -> None:
         assert _can(api, sa, "create", "leases", "ops", "coordination.k8s.io")
         assert not _can(api, sa, "create", "leases", "elsewhere", "coordination.k8s.io")
         assert _can(api, sa, "get", "secrets", "elsewhere")
-        assert not _can(api, sa, "list", "secrets", "elsewhere")
+        # every namespace is watched here, so its Secrets are too (settings.secretRotation)
+        assert _can(api, sa, "watch", "secrets", "elsewhere")
+        assert not _can(api, sa, "update", "secrets", "elsewhere")
         assert not _can(api, sa, "delete", "connectors", "elsewhere", "connectops.io")
         assert not _can(api, sa, "update", "connectors", "elsewhere", "connectops.io")
         assert not _can(api, sa, "create", "pods", "elsewhere")
@@ -672,6 +687,10 @@ def test_helm_install_upgrade_uninstall(fresh_kube: KubeAPI) -> None:
         assert not _can(api, sb, "update", "leases", "ops", "coordination.k8s.io", "a-connectops-leader")
         assert not _can(api, sb, "get", "connectors", "elsewhere", "connectops.io")
         assert not _can(api, sb, "get", "secrets", "elsewhere")
+        # the Secret watch reaches the watched namespaces and no further
+        assert _can(api, sb, "watch", "secrets", "team-a")
+        assert not _can(api, sb, "list", "secrets", "elsewhere")
+        assert not _can(api, sb, "watch", "secrets", "elsewhere")
         assert _can(api, sb, "list", "namespaces", None)
         assert _can(api, sb, "watch", "customresourcedefinitions", None, "apiextensions.k8s.io")
         assert _can(api, "system:serviceaccount:team-a:b-connectops-spark-check", "create", "pods", "team-a")

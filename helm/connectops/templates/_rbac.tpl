@@ -11,6 +11,7 @@ Each entry:
             | leader   (the release namespace's Role for leader election, with leaderElection.enabled)
             | release  (the release namespace's Role for the operator's own objects: reset locks)
   named     true: limited to the leader-election Lease by resourceNames
+  setting   (optional) a boolean under .Values.settings: the rule is rendered only when it is true
   why       rendered as a comment above the rule
 */}}
 {{- define "connectops.ruleCatalog" -}}
@@ -56,6 +57,14 @@ Each entry:
   apiGroups: [""]
   resources: [secrets]
   verbs: [get]
+- id: secrets-watch
+  scope: namespaced
+  mode: any
+  setting: secretRotation
+  why: a rotated Secret is applied within seconds (settings.secretRotation); a watch of the watched namespaces' Secrets, where a get already reads any of them by name, instead of polling each referenced Secret (no API call while nothing changes); only names and keyed digests of referenced keys are kept
+  apiGroups: [""]
+  resources: [secrets]
+  verbs: [list, watch]
 - id: leases
   scope: namespaced
   mode: release
@@ -123,6 +132,9 @@ rbac.extraRules are added to the "clusterwide" and "namespaced" targets.
 {{- fail (printf "connectops.rules: unknown target %q" $target) -}}
 {{- end -}}
 {{- if has $rule.id $omit -}}
+{{- $in = false -}}
+{{- end -}}
+{{- if and $rule.setting (not (index $root.Values.settings $rule.setting)) -}}
 {{- $in = false -}}
 {{- end -}}
 {{- $verbs := list -}}

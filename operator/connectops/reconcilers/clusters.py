@@ -249,6 +249,12 @@ class ClusterRegistry:
 
         asyncio.get_running_loop().call_later(RETIRED_CLIENT_GRACE_SECONDS, close)
 
+    def fingerprint(self, namespace: str, name: str) -> str | None:
+        """The digest of the spec and Secret values the cluster's current client was built from
+        (None: not resolved yet); it moves when a rotated Secret made a new client."""
+        handle = self._handles.get((namespace, name))
+        return handle.fingerprint if handle is not None else None
+
     def forget(self, namespace: str, name: str) -> ClusterHandle | None:
         self._resolved_at.pop((namespace, name), None)
         return self._handles.pop((namespace, name), None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -11,6 +12,7 @@ from connectops.errors import SpecInvalid, WorkerStarting
 from connectops.models.checks import SparkCheckDefaults
 from connectops.models.connect_cluster import ConnectClusterStatus, WorkerHealthStatus
 from connectops.planning.checks import not_allowed
+from connectops.planning.secrets import RotationBook, cluster_rotation_message, cluster_secret_keys
 from connectops.reconcilers.checks import check_defaults, check_policy
 from connectops.reconcilers.clusters import ClusterHandle, ClusterRegistry
 from connectops.reconcilers.common import Conditions, EmitEvent, Outcome
@@ -18,8 +20,9 @@ from connectops.settings import Settings
 
 
 class ConnectClusterReconciler:
-    def __init__(self, clusters: ClusterRegistry, settings: Settings) -> None:
+    def __init__(self, clusters: ClusterRegistry, settings: Settings, rotations: RotationBook | None = None) -> None:
         self._clusters = clusters
+        self._rotations = rotations or RotationBook(0.0)
         self._settings = settings
         self._check_defaults = check_defaults(settings)
 
@@ -37,7 +40,10 @@ class ConnectClusterReconciler:
         outcome = Outcome()
         handle: ClusterHandle | None = None
         try:
+            before = self._clusters.fingerprint(namespace, name)
             handle = await self._clusters.resolve(namespace, name, max_age=0)
+            if before is not None and handle.fingerprint != before:
+                self._report_rotation(namespace, handle, emit)
             # capabilities are re-read on every cluster resync: a worker upgrade shows up here
             version, caps = await handle.capabilities(0.0)
             info = await handle.client.server_info()
@@ -88,6 +94,16 @@ class ConnectClusterReconciler:
         status.conditions = conditions.items
         outcome.status = status.patch()
         return outcome
+
+    def _report_rotation(self, namespace: str, handle: ClusterHandle, emit: EmitEvent) -> None:
+        """A new client was built: ``SecretRotated`` when a Secret it reads was seen changing
+        (else the spec changed, which its own Events and generation say)."""
+        now = time.monotonic()
+        read = cluster_secret_keys(handle.spec.model_dump(by_alias=True, exclude_none=True))
+        rotated = {secret: self._rotations.recent(namespace, secret, now) & keys for secret, keys in read.items()}
+        rotated = {secret: keys for secret, keys in rotated.items() if keys}
+        if rotated:
+            emit("Normal", "SecretRotated", cluster_rotation_message(rotated))
 
     def _check_settings(self, conditions: Conditions, requested: SparkCheckDefaults | None) -> None:
         """Whether the check pods this object asks for are ones the platform team allows; the

@@ -4,7 +4,7 @@ Modelled on Strimzi's connector reconciler (GET, compare, PUT only on a real dif
 written only when it changed), with Connect's own validate endpoint as the gate in front of
 every write: an invalid config is reported and nothing is applied.
 
-Why ~740 lines in one module: it is the Connector's whole observe-plan-apply-report cycle
+Why ~760 lines in one module: it is the Connector's whole observe-plan-apply-report cycle
 (validate, act, settle, report, verbs, checks, delete) around one status model; the decisions
 themselves are pure and live in planning/ (connector, verbs, interruption), what a change cost is
 observed and published by change_cost, so what is left here is the order of the calls, which
@@ -63,6 +63,7 @@ from connectops.planning.connector import (
 )
 from connectops.planning.interruption import InterruptionWatch
 from connectops.planning.ownership import Claim, conflict_message, owner
+from connectops.planning.secrets import RotationBook, rotated_refs, rotation_message
 from connectops.planning.verbs import RECONCILE, BadVerb, Restart, acted_on, pending_verbs, reconcile_paused
 from connectops.reconcilers import change_cost
 from connectops.reconcilers.change_cost import StatusFeed, watch_for
@@ -139,8 +140,17 @@ def _parse_time(text: str | None) -> float | None:
 
 
 class ConnectorReconciler:
-    def __init__(self, kube: KubeClient, clusters: ClusterRegistry, settings: Settings, checks: CheckRunner) -> None:
+    def __init__(
+        self,
+        kube: KubeClient,
+        clusters: ClusterRegistry,
+        settings: Settings,
+        checks: CheckRunner,
+        rotations: RotationBook | None = None,
+    ) -> None:
         self._kube = kube
+        # without a Secret watch nothing is noted, and a rotated value is drift like any other
+        self._rotations = rotations or RotationBook(0.0)
         self._clusters = clusters
         self._settings = settings
         self._checks = checks
@@ -149,7 +159,12 @@ class ConnectorReconciler:
         self._missing_plugin: dict[str, str] = {}
 
     async def reconcile(
-        self, obj: ConnectorObject, emit: EmitEvent, *, periodic: bool, rivals: Sequence[Claim] = ()
+        self,
+        obj: ConnectorObject,
+        emit: EmitEvent,
+        *,
+        periodic: bool,
+        rivals: Sequence[Claim] = (),
     ) -> Outcome:
         conditions = Conditions(obj.status.conditions, obj.generation, emit)
         status = ConnectorStatus(observed_generation=obj.generation)
@@ -196,8 +211,11 @@ class ConnectorReconciler:
                 return None
             secret_values = await self._secret_values(obj.namespace, spec)
             redactor.add(secret_values.values())
+            refs = {k: (s.secret_key_ref.name, s.secret_key_ref.key) for k, s in spec.config_from.items()}
+            now = time.monotonic()
+            rotation = rotated_refs(refs, lambda secret: self._rotations.recent(obj.namespace, secret, now))
             await self._apply(
-                obj, spec, connector, cluster, secret_values, redactor, conditions, status, emit, periodic
+                obj, spec, connector, cluster, secret_values, redactor, conditions, status, emit, periodic, rotation
             )
         except SpecInvalid as exc:
             conditions.set("Valid", False, exc.reason, str(exc), event_on_change=True, warning=True)
@@ -259,6 +277,7 @@ class ConnectorReconciler:
         status: ConnectorStatus,
         emit: EmitEvent,
         periodic: bool,
+        rotation: Mapping[str, tuple[str, str]],
     ) -> None:
         client = cluster.client
         _, caps = await cluster.capabilities(self._settings.capabilities_ttl_seconds)
@@ -305,7 +324,7 @@ class ConnectorReconciler:
             self._report(status, state, book_raw)
             return
         book_raw, watch, feed = await self._act_all(
-            plan.actions, cluster, connector, desired, state, book, book_raw, emit, periodic
+            plan.actions, cluster, connector, desired, state, book, book_raw, emit, periodic, rotation
         )
         conditions.set("Synced", True, "Synced", "live config matches the spec")
         await self._on_create.report(new, caps, created, status, conditions, emit)
@@ -390,6 +409,7 @@ class ConnectorReconciler:
         book_raw: AutoRestartStatus,
         emit: EmitEvent,
         periodic: bool,
+        rotation: Mapping[str, tuple[str, str]],
     ) -> tuple[AutoRestartStatus, InterruptionWatch | None, StatusFeed | None]:
         """The planned actions in order; the watch of what a config change costs, begun just
         before it (the status records are read from there)."""
@@ -398,7 +418,9 @@ class ConnectorReconciler:
         for action in actions:
             if (began := change_cost.watch_change(action, state, periodic)) is not None:
                 watch, feed = began, await StatusFeed.begin(cluster, connector)
-            book_raw = await self._act(action, cluster.client, connector, desired, book, book_raw, emit, periodic)
+            book_raw = await self._act(
+                action, cluster.client, connector, desired, book, book_raw, emit, periodic, rotation
+            )
         return book_raw, watch, feed
 
     async def _act(
@@ -411,6 +433,7 @@ class ConnectorReconciler:
         book_raw: AutoRestartStatus,
         emit: EmitEvent,
         periodic: bool,
+        rotation: Mapping[str, tuple[str, str]],
     ) -> AutoRestartStatus:
         """Carry out one planned action; the restart bookkeeping as it stands afterwards."""
         if isinstance(action, Create):
@@ -422,6 +445,10 @@ class ConnectorReconciler:
             emit("Normal", "Created", f"connector {connector} created in Kafka Connect")
         elif isinstance(action, UpdateConfig):
             await client.put_config(connector, desired)
+            rotated = rotation_message(rotation, action.changed_keys)
+            if rotated is not None:
+                emit("Normal", "SecretRotated", rotated)
+                return book_raw
             keys = ", ".join(action.changed_keys[:20])
             reason = "DriftCorrected" if periodic else "ConfigUpdated"
             emit("Normal" if not periodic else "Warning", reason, f"config keys changed: {keys}")

@@ -19,6 +19,8 @@ public class VersionedSourceTask extends SourceTask {
     private String name;
     private Map<String, String> partition;
     private long seq;
+    private long perStart;
+    private long written;
 
     @Override
     public String version() {
@@ -30,6 +32,7 @@ public class VersionedSourceTask extends SourceTask {
         AbstractConfig config = new AbstractConfig(VersionedSourceConnector.CONFIG, props);
         topic = config.getString(VersionedSourceConnector.TOPIC);
         interval = config.getLong(VersionedSourceConnector.INTERVAL);
+        perStart = config.getLong(VersionedSourceConnector.PER_START);
         name = props.getOrDefault(VersionedSourceConnector.NAME, "versioned");
         partition = Map.of("versioned", name);
         Map<String, Object> committed = context.offsetStorageReader().offset(partition);
@@ -41,6 +44,10 @@ public class VersionedSourceTask extends SourceTask {
         if (stopped.await(interval, TimeUnit.MILLISECONDS)) {
             return null;
         }
+        if (perStart > 0 && written >= perStart) {
+            return null;
+        }
+        written++;
         seq++;
         String value = name + " " + version() + " " + seq;
         return List.of(new SourceRecord(partition, Map.of("seq", seq), topic, null, null, null, Schema.STRING_SCHEMA, value));

@@ -251,7 +251,7 @@ class ConnectorSpec(CamelModel):
     )
     converter_versions: ConverterVersions | None = Field(
         default=None,
-        description=("key/value/header.converter.plugin.version (KIP-891), for the converter classes set in config."),
+        description="key/value/header.converter.plugin.version (KIP-891), for the converter classes set in config.",
     )
     config: dict[str, ConfigValue] = Field(
         default_factory=dict,

@@ -168,6 +168,16 @@ class _VersionNotFound(Exception):
     """No installed version of the class matches the pin: Connect's words as the message."""
 
 
+def _not_found(plugin: str, version: str | None, available: list[str]) -> str:
+    # Connect prints the range Maven parsed: a bare version (exact for Connect) as [v,v]
+    text = (version or "").strip()
+    shown = text if text.startswith(("[", "(")) else f"[{text},{text}]"
+    return (
+        f"Plugin {plugin} not found that matches the version range {shown}, available versions: "
+        f"[{', '.join(available)}]"
+    )
+
+
 _OVERRIDE_PREFIXES = ("producer.override.", "consumer.override.", "admin.override.")
 
 
@@ -355,10 +365,8 @@ class FakeConnect:
         required = requirement(version)
         inside = [p for p in found if required is None or required.contains(p.version)]
         if not inside:
-            available = ", ".join(sorted({p.version for p in found}, key=MavenVersion))
             raise _VersionNotFound(
-                f"Plugin {connector_class} not found that matches the version range {version}, "
-                f"available versions: [{available}]"
+                _not_found(connector_class, version, sorted((p.version for p in found), key=MavenVersion))
             )
         return inside[0]
 
@@ -378,7 +386,9 @@ class FakeConnect:
         try:
             plugin = self._plugin(config.get("connector.class", ""), config.get(CONNECTOR_VERSION_KEY))
         except _VersionNotFound as exc:
-            # Connect skips the connector's, converters' and overrides' validation after this
+            # Connect reports it on the class and on the version key, and skips the connector's,
+            # converters' and overrides' validation
+            add("connector.class", str(exc))
             add(CONNECTOR_VERSION_KEY, str(exc))
             return errors
         for which, key in CONVERTER_VERSION_KEYS.items():
@@ -389,7 +399,11 @@ class FakeConnect:
                 c.version or "undefined" for c in self.converters if c.type == kind and c.class_name == converter
             ]
             if converter and required is not None and not any(required.contains(v) for v in versions):
-                add(key, f"Plugin {converter} not found that matches the version range {config[key]}")
+                # the available versions count every listing of the class (both converter kinds)
+                listed = [c.version or "undefined" for c in self.converters if c.class_name == converter]
+                message = _not_found(converter, config[key], sorted(listed, key=MavenVersion))
+                add(CONVERTER_CLASS_KEYS[which], message)
+                add(key, message)
 
         if not config.get("name", "").strip():
             add("name", _missing("name"))

@@ -323,7 +323,7 @@ async def test_connect_has_the_last_word_on_a_version(world: World) -> None:
     assert writes(world) == []
     valid = world.condition("Valid")
     assert valid["reason"] == "PluginVersionNotFound"
-    assert "not found that matches the version range 2.0.0" in valid["message"]
+    assert "not found that matches the version range [2.0.0,2.0.0]" in valid["message"]
 
 
 async def test_plugin_versions_are_refused_on_a_worker_before_4_1() -> None:

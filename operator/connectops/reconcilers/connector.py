@@ -389,10 +389,9 @@ class ConnectorReconciler:
         if result.error_count:
             detail = "; ".join(f"{k}: {' '.join(v)}" for k, v in sorted(result.errors.items()))
             message = redactor(detail or f"{result.error_count} configuration error(s)")
-            # Connect's own verdict on a pin the plugin list could not judge (Connect has the last word)
-            reason = (
-                "PluginVersionNotFound" if result.errors and set(result.errors) <= VERSION_KEYS else "ConfigInvalid"
-            )
+            # Connect's own verdict on a pin the plugin list could not judge (Connect has the last
+            # word); it names the class key too, and skips the rest of the validation
+            reason = "PluginVersionNotFound" if VERSION_KEYS & set(result.errors) else "ConfigInvalid"
             conditions.set("Valid", False, reason, message, event_on_change=True, warning=True)
             conditions.set(
                 "Synced",

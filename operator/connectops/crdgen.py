@@ -210,6 +210,8 @@ KINDS: list[Kind] = [
                 "jsonPath": ".spec.class",
                 "priority": 1,
             },
+            # what the worker runs (KIP-891), not what the spec pins
+            {"name": "Version", "type": "string", "jsonPath": ".status.connectorVersion", "priority": 1},
             {"name": "Lag", "type": "integer", "jsonPath": ".status.lastCheck.headline.totalLag", "priority": 1},
             {"name": "ETA(s)", "type": "number", "jsonPath": ".status.lastCheck.headline.etaSeconds", "priority": 1},
         ],

@@ -35,7 +35,7 @@ async def call(proxy: FaultProxy, what: str) -> object:
     async with client(proxy) as c:
         if what == "list":
             # the plugin list, answered outside the herder: never a 409 from another test's rebalance
-            return await c.connector_plugins()
+            return await c.list_plugins()
         return await c.resume("no-such-connector")
 
 
@@ -87,7 +87,7 @@ def test_a_trickling_answer_hits_the_total_deadline(proxy: FaultProxy) -> None:
 
     async def slow() -> object:
         async with ConnectClient(proxy.url, timeout=3, read_retries=0) as c:
-            return await c.connector_plugins()
+            return await c.list_plugins()
 
     started = time.monotonic()
     with pytest.raises(ConnectUnavailable, match="did not finish answering within 3s"):
@@ -108,7 +108,7 @@ def test_a_huge_answer_is_refused_unread(proxy: FaultProxy, declared_length: boo
 
     async def big() -> object:
         async with ConnectClient(proxy.url, timeout=30, read_retries=0, max_response_bytes=8 << 20) as c:
-            return await c.connector_plugins()
+            return await c.list_plugins()
 
     with pytest.raises(ConnectResponseTooLarge, match="larger than 8 MiB") as refused:
         asyncio.run(big())

@@ -26,9 +26,18 @@ from connectops.adapters.connect_rest import (
     ConnectNotFound,
     ConnectorState,
     ConnectRejected,
+    ConnectUnavailable,
 )
 from connectops.planning.connector import parse_version
-from tests.doubles.connect import FILE_SINK, FILE_SOURCE, MSG_ALTERED, MSG_RESET, FakeConnect
+from tests.doubles.connect import (
+    FILE_SINK,
+    FILE_SOURCE,
+    JSON_CONVERTER,
+    MSG_ALTERED,
+    MSG_RESET,
+    VERSIONED_SOURCE,
+    FakeConnect,
+)
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -104,8 +113,61 @@ async def test_worker_answers(api: ConnectApi) -> None:
         "healthy",
         "Worker has completed startup and is ready to handle requests.",
     )
-    plugins = await api.connector_plugins()
-    assert {FILE_SOURCE, FILE_SINK} <= set(plugins)
+    plugins = await api.list_plugins()
+    assert {(FILE_SOURCE, "source"), (FILE_SINK, "sink")} <= {(p.class_name, p.type) for p in plugins}
+    # connectorsOnly=false: converters too, a class that is both kinds listed once per kind
+    assert {(JSON_CONVERTER, "converter"), (JSON_CONVERTER, "header_converter")} <= {
+        (p.class_name, p.type) for p in plugins
+    }
+    # KIP-891: one entry per installed version of a class
+    assert sorted(p.version or "" for p in plugins if p.class_name == VERSIONED_SOURCE) == ["1.0.0", "2.0.0"]
+
+
+# -- plugin versions (KIP-891) ------------------------------------------------------------------
+
+
+def versioned(name: str, **extra: str) -> dict[str, str]:
+    return {"connector.class": VERSIONED_SOURCE, "tasks.max": "1", "topic": name, **extra}
+
+
+async def running_version(api: ConnectApi, name: str) -> tuple[str | None, list[str | None]] | None:
+    async def read() -> ConnectorState | None:
+        return await api.get_status(name)
+
+    state = await eventually(read, lambda s: s is not None and s.state == "RUNNING" and len(s.tasks) == 1)
+    return None if state is None else (state.version, [t.version for t in state.tasks])
+
+
+@pytest.mark.parametrize(
+    ("pin", "runs"),
+    [(None, "2.0.0"), ("1.0.0", "1.0.0"), ("[1.0,2.0)", "1.0.0"), ("[1.0,)", "2.0.0"), ("latest", "2.0.0")],
+)
+async def test_the_pinned_version_runs(api: ConnectApi, pin: str | None, runs: str) -> None:
+    name = unique("pinned")
+    pinned = {"connector.plugin.version": pin} if pin is not None else {}
+    await api.create(name, versioned(name, **pinned))
+    assert await running_version(api, name) == (runs, [runs])
+    # no pin: Connect stores no version key of its own (the operator's drift check relies on it)
+    assert await api.get_config(name) == {**versioned(name, **pinned), "name": name}
+
+
+async def test_a_version_nothing_matches_is_a_validation_error(api: ConnectApi) -> None:
+    name = unique("unpinnable")
+    config = {**versioned(name, **{"connector.plugin.version": "[3.0,)"}), "name": name}
+    result = await api.validate(VERSIONED_SOURCE, config)
+    # reported on the class and on the version key alike
+    assert sorted(result.errors) == ["connector.class", "connector.plugin.version"]
+    assert result.errors["connector.plugin.version"] == [
+        f"Plugin {VERSIONED_SOURCE} not found that matches the version range [3.0,), available versions: [1.0.0, 2.0.0]"
+    ]
+    # a bare version is exact ([1.5,1.5] in Maven's terms), not Maven's soft "anything, 1.5 preferred"
+    exact = await api.validate(VERSIONED_SOURCE, {**config, "connector.plugin.version": "1.5"})
+    assert "version range [1.5,1.5]" in exact.errors["connector.plugin.version"][0]
+    # the write is refused; Connect 4.3 answers some of these with a 500 (a NullPointerException
+    # building the error), which a client takes for an outage: why the operator checks first
+    with pytest.raises((ConnectRejected, ConnectUnavailable)):
+        await api.create(name, config)
+    assert await api.get_status(name) is None
 
 
 async def test_a_missing_connector(api: ConnectApi) -> None:

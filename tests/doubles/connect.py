@@ -15,6 +15,11 @@ Modelled (each checked against the real worker by the contract test):
 - validation: the worker's own keys (``name``, ``connector.class``, ``tasks.max``, the override
   policy) plus each plugin's required keys; unknown keys are not errors; an unknown class is
   refused as a request error; classes resolve by full name, simple name or alias;
+- plugin versions (KIP-891): several versions of a class side by side; ``connector.plugin.version``
+  (a version is exact, a Maven range picks the newest inside) chooses the one that runs, and the
+  status shows its version; a pin no installed version matches is a validation error on that key
+  (Connect skips the rest of the validation); the plugin list (``connectorsOnly=false``) has one
+  entry per version, converters included;
 - restarts (KIP-745): connector only, with tasks, only the failed ones; a task whose start fails
   for its config (FileStreamSink to a directory) fails again after every restart until the config
   changes;
@@ -48,11 +53,14 @@ from connectops.adapters.connect_rest import (
     ConnectorState,
     ConnectRejected,
     ConnectUnavailable,
+    Plugin,
     ServerInfo,
     TaskState,
     ValidationResult,
     WorkerHealth,
 )
+from connectops.models.connector import CONNECTOR_VERSION_KEY, CONVERTER_CLASS_KEYS, CONVERTER_VERSION_KEYS
+from connectops.models.maven_version import MavenVersion, requirement
 from connectops.planning.connector import capabilities_for
 from connectops.planning.offset_reset import sink_group
 from connectops.reconcilers.clusters import ConnectClientFactory
@@ -62,6 +70,10 @@ JSONDict = dict[str, Any]
 
 FILE_SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
 FILE_SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"
+#: tests/env/plugins/versioned, installed in versions 1.0.0 and 2.0.0 on the test worker
+VERSIONED_SOURCE = "io.connectops.testplugins.versioned.VersionedSourceConnector"
+JSON_CONVERTER = "org.apache.kafka.connect.json.JsonConverter"
+STRING_CONVERTER = "org.apache.kafka.connect.storage.StringConverter"
 
 #: the calls that change the worker's state (everything else only reads)
 WRITE_METHODS = frozenset(
@@ -139,7 +151,32 @@ def _file_sink_start(config: dict[str, str]) -> str | None:
 
 FILE_SOURCE_PLUGIN = FakePlugin(FILE_SOURCE, "source", required=("topic",), task_count=lambda tasks_max: 1)
 FILE_SINK_PLUGIN = FakePlugin(FILE_SINK, "sink", check=_sink_topics, start_failure=_file_sink_start)
-DEFAULT_PLUGINS = (FILE_SINK_PLUGIN, FILE_SOURCE_PLUGIN)
+VERSIONED_PLUGINS = tuple(
+    FakePlugin(VERSIONED_SOURCE, "source", version=v, required=("topic",), task_count=lambda tasks_max: 1)
+    for v in ("1.0.0", "2.0.0")
+)
+DEFAULT_PLUGINS = (FILE_SINK_PLUGIN, FILE_SOURCE_PLUGIN, *VERSIONED_PLUGINS)
+#: converters as the worker lists them: a class that is both kinds is listed once per kind
+DEFAULT_CONVERTERS = tuple(
+    Plugin(cls, kind, "4.3.0")
+    for cls in (JSON_CONVERTER, STRING_CONVERTER)
+    for kind in ("converter", "header_converter")
+)
+
+
+class _VersionNotFound(Exception):
+    """No installed version of the class matches the pin: Connect's words as the message."""
+
+
+def _not_found(plugin: str, version: str | None, available: list[str]) -> str:
+    # Connect prints the range Maven parsed: a bare version (exact for Connect) as [v,v]
+    text = (version or "").strip()
+    shown = text if text.startswith(("[", "(")) else f"[{text},{text}]"
+    return (
+        f"Plugin {plugin} not found that matches the version range {shown}, available versions: "
+        f"[{', '.join(available)}]"
+    )
+
 
 _OVERRIDE_PREFIXES = ("producer.override.", "consumer.override.", "admin.override.")
 
@@ -217,12 +254,15 @@ class FakeConnector:
         for task in self.task_ids():
             failure = self.task_failures.get(task)
             if failure is not None:
-                tasks.append(TaskState(task, "FAILED", worker_id, failure.trace.splitlines()[0][:500]))
+                tasks.append(
+                    TaskState(task, "FAILED", worker_id, failure.trace.splitlines()[0][:500], self.plugin.version)
+                )
             elif self.down_reads and task in self.down_tasks:
-                tasks.append(TaskState(task, self.down_state, worker_id, None))
+                tasks.append(TaskState(task, self.down_state, worker_id, None, self.plugin.version))
             else:
-                tasks.append(TaskState(task, "PAUSED" if self.target == "PAUSED" else "RUNNING", worker_id, None))
-        return ConnectorState(self.name, self.plugin.type, state, worker_id, trace, tuple(tasks))
+                state_of_task = "PAUSED" if self.target == "PAUSED" else "RUNNING"
+                tasks.append(TaskState(task, state_of_task, worker_id, None, self.plugin.version))
+        return ConnectorState(self.name, self.plugin.type, state, worker_id, trace, tuple(tasks), self.plugin.version)
 
 
 @dataclass(frozen=True)
@@ -240,6 +280,7 @@ class FakeConnect:
         version: str = "4.3.0",
         kafka_cluster_id: str = "fake-kafka-cluster",
         plugins: tuple[FakePlugin, ...] = DEFAULT_PLUGINS,
+        converters: tuple[Plugin, ...] = DEFAULT_CONVERTERS,
         override_policy: str = "All",
         worker_id: str = "127.0.0.1:8083",
         kafka: FakeKafka | None = None,
@@ -249,6 +290,7 @@ class FakeConnect:
         self.kafka = kafka
         self.kafka_cluster_id = kafka_cluster_id
         self.plugins = list(plugins)
+        self.converters = list(converters)
         self.override_policy = override_policy
         self.worker_id = worker_id
         self.connectors: dict[str, FakeConnector] = {}
@@ -300,7 +342,7 @@ class FakeConnect:
 
     def seed(self, name: str, config: dict[str, str], *, target: str = "STARTED") -> FakeConnector:
         """A connector that exists before the test starts (made by someone else), without a call."""
-        connector = FakeConnector(name, {**config, "name": name}, self._plugin(config["connector.class"]), target)
+        connector = FakeConnector(name, {**config, "name": name}, self._plugin_for(config), target)
         self.connectors[name] = connector
         connector.start_tasks()
         return connector
@@ -331,16 +373,27 @@ class FakeConnect:
             raise ConnectNotFound(f"{operation}: HTTP 404: Connector {name} not found", status=404, operation=operation)
         return connector
 
-    def _plugin(self, connector_class: str) -> FakePlugin:
-        for plugin in self.plugins:
-            if connector_class in plugin.aliases():
-                return plugin
-        raise ConnectRejected(
-            f"validate config: HTTP 500: org.apache.kafka.connect.errors.BadRequestException: Failed to find any "
-            f"class that implements Connector and which name matches {connector_class}",
-            status=500,
-            operation="validate config",
-        )
+    def _plugin(self, connector_class: str, version: str | None = None) -> FakePlugin:
+        """The version of the class that runs: the newest installed one inside the pin."""
+        found = [plugin for plugin in self.plugins if connector_class in plugin.aliases()]
+        if not found:
+            raise ConnectRejected(
+                f"validate config: HTTP 500: org.apache.kafka.connect.errors.BadRequestException: Failed to find any "
+                f"class that implements Connector and which name matches {connector_class}",
+                status=500,
+                operation="validate config",
+            )
+        found.sort(key=lambda p: MavenVersion(p.version), reverse=True)
+        required = requirement(version)
+        inside = [p for p in found if required is None or required.contains(p.version)]
+        if not inside:
+            raise _VersionNotFound(
+                _not_found(connector_class, version, sorted((p.version for p in found), key=MavenVersion))
+            )
+        return inside[0]
+
+    def _plugin_for(self, config: Mapping[str, str]) -> FakePlugin:
+        return self._plugin(config["connector.class"], config.get(CONNECTOR_VERSION_KEY))
 
     def _caps(self) -> Any:
         return capabilities_for(self.version)
@@ -348,10 +401,31 @@ class FakeConnect:
     def _errors(self, config: dict[str, str]) -> dict[str, list[str]]:
         """What the worker's validation says about ``config`` (keys with errors only)."""
         errors: dict[str, list[str]] = {}
-        plugin = self._plugin(config.get("connector.class", ""))
 
         def add(key: str, message: str) -> None:
             errors.setdefault(key, []).append(message)
+
+        try:
+            plugin = self._plugin(config.get("connector.class", ""), config.get(CONNECTOR_VERSION_KEY))
+        except _VersionNotFound as exc:
+            # Connect reports it on the class and on the version key, and skips the connector's,
+            # converters' and overrides' validation
+            add("connector.class", str(exc))
+            add(CONNECTOR_VERSION_KEY, str(exc))
+            return errors
+        for which, key in CONVERTER_VERSION_KEYS.items():
+            converter = config.get(CONVERTER_CLASS_KEYS[which])
+            required = requirement(config.get(key))
+            kind = "header_converter" if which == "header" else "converter"
+            versions = [
+                c.version or "undefined" for c in self.converters if c.type == kind and c.class_name == converter
+            ]
+            if converter and required is not None and not any(required.contains(v) for v in versions):
+                # the available versions count every listing of the class (both converter kinds)
+                listed = [c.version or "undefined" for c in self.converters if c.class_name == converter]
+                message = _not_found(converter, config[key], sorted(listed, key=MavenVersion))
+                add(CONVERTER_CLASS_KEYS[which], message)
+                add(key, message)
 
         if not config.get("name", "").strip():
             add("name", _missing("name"))
@@ -424,9 +498,10 @@ class FakeConnect:
             return WorkerHealth("starting", MSG_STARTING)
         return WorkerHealth("healthy", MSG_HEALTHY)
 
-    async def connector_plugins(self) -> list[str]:
-        self._enter("connector_plugins")
-        return sorted(p.class_name for p in self.plugins)
+    async def list_plugins(self) -> list[Plugin]:
+        self._enter("list_plugins")
+        listed = [Plugin(p.class_name, p.type, p.version) for p in self.plugins] + self.converters
+        return sorted(listed, key=lambda p: (p.class_name, p.type, p.version or ""))
 
     async def validate(self, connector_class: str, config: dict[str, str]) -> ValidationResult:
         self._enter("validate", connector_class, dict(config))
@@ -483,7 +558,7 @@ class FakeConnect:
                 f"create connector: HTTP 409: Connector {name} already exists", status=409, operation="create connector"
             )
         target = {None: "STARTED", "RUNNING": "STARTED", "PAUSED": "PAUSED", "STOPPED": "STOPPED"}[initial_state]
-        connector = FakeConnector(name, stored, self._plugin(stored["connector.class"]), target)
+        connector = FakeConnector(name, stored, self._plugin_for(stored), target)
         self.connectors[name] = connector
         connector.start_tasks()
 
@@ -492,11 +567,11 @@ class FakeConnect:
         stored = self._write(name, config, "update config")
         connector = self.connectors.get(name)
         if connector is None:
-            connector = FakeConnector(name, stored, self._plugin(stored["connector.class"]))
+            connector = FakeConnector(name, stored, self._plugin_for(stored))
             self.connectors[name] = connector
         else:
             connector.config = stored
-            connector.plugin = self._plugin(stored["connector.class"])
+            connector.plugin = self._plugin_for(stored)
             # a new config restarts the connector and hands its tasks new configs
             connector.connector_failure = None
             connector.task_failures.clear()

@@ -52,6 +52,7 @@ def test_connect_cluster_reports_version_and_capabilities(k8s: K8s, cluster: str
         "alterOffsets": True,
         "initialState": True,
         "restartOnlyFailed": True,
+        "pluginVersions": True,
     }
 
 

@@ -19,7 +19,7 @@ from connectops.adapters.connect_rest import (
 from connectops.errors import NotReadyYet, WorkerStarting
 from connectops.planning.ownership import Claim
 from connectops.planning.verbs import RECONCILE, RESTART, RESTART_TASKS
-from tests.doubles.connect import FILE_SINK, FILE_SOURCE, Call, FakeConnect
+from tests.doubles.connect import FILE_SINK, FILE_SOURCE, VERSIONED_PLUGINS, VERSIONED_SOURCE, Call, FakeConnect
 from tests.reconcilers.world import CLUSTER, NAMESPACE, URL, World, make_world
 
 pytestmark = pytest.mark.timeout(30)
@@ -238,6 +238,102 @@ async def test_missing_plugin_reported_once_and_nothing_written(world: World) ->
     world.apply(spec())
     await world.reconcile()
     assert [c.method for c in writes(world)] == ["create"]
+
+
+# -- plugin versions (KIP-891) ------------------------------------------------------------------
+
+
+def versioned(**extra: Any) -> dict[str, Any]:
+    return {"clusterRef": {"name": CLUSTER}, "class": VERSIONED_SOURCE, "config": {"topic": "orders"}, **extra}
+
+
+def versioned_config(**extra: str) -> dict[str, str]:
+    return {"topic": "orders", "connector.class": VERSIONED_SOURCE, "tasks.max": "1", "name": NAME, **extra}
+
+
+async def test_the_pinned_version_runs_and_status_shows_it(world: World) -> None:
+    world.apply(versioned(pluginVersion="1.0.0"))
+    await world.reconcile()
+    assert writes(world) == [
+        Call("create", (NAME, versioned_config(**{"connector.plugin.version": "1.0.0"}), "RUNNING"))
+    ]
+    assert world.connect.connectors[NAME].plugin.version == "1.0.0"
+    assert world.status["connectorVersion"] == "1.0.0"
+    assert [t["version"] for t in world.status["tasks"]] == ["1.0.0"]
+    assert world.condition("Ready")["status"] == "True"
+
+    # a range: Connect runs the newest version inside it
+    world.connect.calls.clear()
+    world.apply(versioned(pluginVersion="[1.0,)"))
+    await world.reconcile()
+    assert [c.method for c in writes(world)] == ["put_config"]
+    assert world.status["connectorVersion"] == "2.0.0"
+
+    # unpinned again: the key goes, the newest version runs
+    world.apply(versioned())
+    await world.reconcile()
+    assert "connector.plugin.version" not in world.connect.connectors[NAME].config
+    assert world.status["connectorVersion"] == "2.0.0"
+
+
+async def test_a_version_nothing_matches_is_a_condition_not_a_retry(world: World) -> None:
+    world.apply(versioned(pluginVersion="[3.0,)"))
+    first = await world.reconcile()
+    second = await world.reconcile(periodic=True)
+    assert (first.error, second.error) == (None, None)  # nothing for kopf to retry
+    assert writes(world) == []
+    assert "validate" not in {c.method for c in world.connect.calls}
+    valid = world.condition("Valid")
+    assert valid["reason"] == "PluginVersionNotFound"
+    assert f"connector.plugin.version=[3.0,): no installed version of {VERSIONED_SOURCE} matches" in valid["message"]
+    assert "(installed: 2.0.0, 1.0.0)" in valid["message"]
+    assert world.reasons()["Synced"] == ("False", "PluginVersionNotFound")
+    assert world.reasons()["Ready"] == ("False", "PluginVersionNotFound")
+    assert world.event_reasons() == [("Warning", "PluginVersionNotFound")]
+    # the plugin list is read once per TTL, not on every resync
+    assert [c.method for c in world.connect.calls].count("list_plugins") == 1
+
+    world.apply(versioned(pluginVersion="2.0.0"))
+    await world.reconcile()
+    assert [c.method for c in writes(world)] == ["create"]
+    assert world.status["connectorVersion"] == "2.0.0"
+    assert world.reasons()["Valid"] == ("True", "Validated")
+
+
+async def test_a_pin_on_an_existing_connector_leaves_it_running_as_it_was(world: World) -> None:
+    world.apply(versioned(pluginVersion="1.0.0"))
+    await world.reconcile()
+    world.connect.calls.clear()
+    world.apply(versioned(pluginVersion="9.9"))
+    await world.reconcile()
+    assert writes(world) == []
+    assert world.connect.connectors[NAME].config["connector.plugin.version"] == "1.0.0"
+    assert world.status["connectorVersion"] == "1.0.0"  # what still runs, from the worker
+    assert world.reasons()["Synced"] == ("False", "PluginVersionNotFound")
+
+
+async def test_connect_has_the_last_word_on_a_version(world: World) -> None:
+    # the plugin list read before 2.0.0 was uninstalled still shows it; Connect's validation does not
+    world.apply(versioned(pluginVersion="1.0.0"))
+    await world.reconcile()
+    world.connect.plugins.remove(VERSIONED_PLUGINS[1])
+    world.connect.calls.clear()
+    world.apply(versioned(pluginVersion="2.0.0"))
+    await world.reconcile()
+    assert writes(world) == []
+    valid = world.condition("Valid")
+    assert valid["reason"] == "PluginVersionNotFound"
+    assert "not found that matches the version range [2.0.0,2.0.0]" in valid["message"]
+
+
+async def test_plugin_versions_are_refused_on_a_worker_before_4_1() -> None:
+    world = make_world((URL, FakeConnect(version="4.0.0")))
+    world.apply(versioned(pluginVersion="1.0.0"))
+    outcome = await world.reconcile()
+    assert outcome.error is None
+    assert writes(world) == []
+    assert world.condition("Valid")["reason"] == "Unsupported"
+    assert "4.1" in world.condition("Valid")["message"]
 
 
 async def test_invalid_spec_touches_nothing(world: World) -> None:

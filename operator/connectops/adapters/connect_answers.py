@@ -30,7 +30,7 @@ class RootAnswer(_Answer):
 
 
 class PluginAnswer(_Answer):
-    """One item of ``GET /connector-plugins``."""
+    """One item of ``GET /connector-plugins`` (one per installed version since KIP-891)."""
 
     class_: str = Field(alias="class", min_length=1)
     type: str | None = None
@@ -66,6 +66,8 @@ class _StateAnswer(_Answer):
     state: str = Field(min_length=1)
     worker_id: str | None = None
     trace: str | None = None
+    #: the running plugin's version (Connect 4.1+, KIP-891); absent when it reports none
+    version: str | None = None
 
 
 class _TaskStateAnswer(_StateAnswer):

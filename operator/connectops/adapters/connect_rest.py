@@ -180,11 +180,24 @@ class WorkerHealth:
 
 
 @dataclass(frozen=True)
+class Plugin:
+    """One item of ``GET /connector-plugins?connectorsOnly=false``: one per installed version of a
+    class (KIP-891). ``type`` is Connect's: source, sink, converter, header_converter,
+    transformation, predicate; ``version`` is None when the plugin does not report one."""
+
+    class_name: str
+    type: str
+    version: str | None
+
+
+@dataclass(frozen=True)
 class TaskState:
     id: int
     state: str
     worker_id: str | None
     trace: str | None
+    #: the plugin version the task runs (Connect 4.1+, KIP-891; None when not reported)
+    version: str | None = None
 
 
 @dataclass(frozen=True)
@@ -195,6 +208,8 @@ class ConnectorState:
     worker_id: str | None
     trace: str | None
     tasks: tuple[TaskState, ...]
+    #: the plugin version the connector runs (Connect 4.1+, KIP-891; None when not reported)
+    version: str | None = None
 
 
 @dataclass(frozen=True)
@@ -444,9 +459,17 @@ class ConnectClient:
         message = data.get("message") if isinstance(data, dict) else None
         return WorkerHealth(str(status), self._redact(str(message or ""))[:500])
 
-    async def connector_plugins(self) -> list[str]:
-        plugins = await self._answer(answers.PLUGINS, "GET", "/connector-plugins", operation="list plugins")
-        return [p.class_ for p in plugins]
+    async def list_plugins(self) -> list[Plugin]:
+        """Every installed plugin, each version on its own (a worker before 3.2 ignores
+        ``connectorsOnly`` and lists its connectors only, which is all it can pin anyway)."""
+        plugins = await self._answer(
+            answers.PLUGINS,
+            "GET",
+            "/connector-plugins",
+            params={"connectorsOnly": "false"},
+            operation="list plugins",
+        )
+        return [Plugin(p.class_, (p.type or "").lower(), p.version) for p in plugins]
 
     async def validate(self, connector_class: str, config: dict[str, str]) -> ValidationResult:
         """Connect's own validation, which also applies the worker's client-override policy."""
@@ -496,7 +519,8 @@ class ConnectClient:
         except ConnectNotFound:
             return None
         tasks = tuple(
-            TaskState(id=t.id, state=t.state, worker_id=t.worker_id, trace=_first_line(t.trace)) for t in status.tasks
+            TaskState(id=t.id, state=t.state, worker_id=t.worker_id, trace=_first_line(t.trace), version=t.version)
+            for t in status.tasks
         )
         return ConnectorState(
             name=status.name,
@@ -505,6 +529,7 @@ class ConnectClient:
             worker_id=status.connector.worker_id,
             trace=_first_line(status.connector.trace),
             tasks=tuple(sorted(tasks, key=lambda t: t.id)),
+            version=status.connector.version,
         )
 
     async def create(self, name: str, config: dict[str, str], initial_state: str | None = None) -> None:
@@ -585,7 +610,7 @@ class ConnectApi(Protocol):
     async def aclose(self) -> None: ...
     async def server_info(self) -> ServerInfo: ...
     async def health(self) -> WorkerHealth: ...
-    async def connector_plugins(self) -> list[str]: ...
+    async def list_plugins(self) -> list[Plugin]: ...
     async def validate(self, connector_class: str, config: dict[str, str]) -> ValidationResult: ...
     async def list_connectors(self) -> list[str]: ...
     async def get_connector(self, name: str) -> JSONDict | None: ...

@@ -116,6 +116,9 @@ class Capabilities(StatusModel):
     alter_offsets: bool = Field(default=False, description="offsets PATCH/DELETE (3.6+).")
     initial_state: bool = Field(default=False, description="initial_state on create (3.7+).")
     restart_only_failed: bool = Field(default=False, description="restart?includeTasks&onlyFailed (3.0+).")
+    plugin_versions: bool = Field(
+        default=False, description="Several versions of a plugin side by side, chosen per connector (4.1+, KIP-891)."
+    )
 
 
 class WorkerHealthStatus(StatusModel):

@@ -17,11 +17,21 @@ from connectops.models.base import (
 )
 from connectops.models.checks import CheckSpec, LastCheck
 from connectops.models.interruption import Interruption
+from connectops.models.maven_version import InvalidVersionSpec, requirement
 from connectops.models.offset_reset import OffsetEntry, TimestampText, timestamp_ms
 
 #: Keys the operator renders from dedicated spec fields; accepting them in ``config`` would
 #: give one setting two owners.
 OWNED_KEYS = frozenset({"name", "connector.class", "tasks.max"})
+#: KIP-891 keys, rendered from spec.pluginVersion and spec.converterVersions
+CONNECTOR_VERSION_KEY = "connector.plugin.version"
+CONVERTER_VERSION_KEYS = {
+    "key": "key.converter.plugin.version",
+    "value": "value.converter.plugin.version",
+    "header": "header.converter.plugin.version",
+}
+CONVERTER_CLASS_KEYS = {"key": "key.converter", "value": "value.converter", "header": "header.converter"}
+VERSION_KEYS = frozenset({CONNECTOR_VERSION_KEY, *CONVERTER_VERSION_KEYS.values()})
 OVERRIDE_PREFIXES = {
     "producer": "producer.override.",
     "consumer": "consumer.override.",
@@ -106,6 +116,42 @@ class ProducerOverrides(CamelModel):
             if value is not None:
                 props[prop] = str(value).lower() if isinstance(value, bool) else str(value)
         return props
+
+
+def version_requirement(value: str | None) -> str | None:
+    """A ``*.plugin.version`` value Connect will accept, else ValueError (pydantic's invalid spec)."""
+    if value is not None:
+        try:
+            requirement(value)
+        except InvalidVersionSpec as exc:
+            raise ValueError(f"{value!r} is not a version or Maven version range: {exc}") from None
+    return value
+
+
+PluginVersionText = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=200,
+        description=(
+            "A version (exact: 1.0 means [1.0]), a Maven range such as [1.0,2.0) or [1.0,), or latest. "
+            "Needs Kafka Connect 4.1+ (KIP-891)."
+        ),
+    ),
+]
+
+
+class ConverterVersions(CamelModel):
+    """Versions of the connector's converters (KIP-891), each for the class named in ``config``."""
+
+    key: PluginVersionText | None = Field(default=None, description="key.converter.plugin.version")
+    value: PluginVersionText | None = Field(default=None, description="value.converter.plugin.version")
+    header: PluginVersionText | None = Field(default=None, description="header.converter.plugin.version")
+
+    _valid = field_validator("key", "value", "header")(version_requirement)
+
+    def as_properties(self) -> dict[str, str]:
+        return {CONVERTER_VERSION_KEYS[k]: v for k in ("key", "value", "header") if (v := getattr(self, k)) is not None}
 
 
 class RestartBackoff(CamelModel):
@@ -196,6 +242,18 @@ class ConnectorSpec(CamelModel):
     )
     connector_class: Annotated[str, Field(alias="class", min_length=1, description="connector.class")]
     tasks_max: int = Field(default=1, ge=1, description="tasks.max")
+    plugin_version: PluginVersionText | None = Field(
+        default=None,
+        description=(
+            "connector.plugin.version (Kafka Connect 4.1+, KIP-891): which installed version of the class runs. "
+            "A version (exact: 1.0 means [1.0]), a Maven range such as [1.0,2.0), or latest; unset: the newest. "
+            "Checked against the worker's plugin list before anything is applied."
+        ),
+    )
+    converter_versions: ConverterVersions | None = Field(
+        default=None,
+        description="key/value/header.converter.plugin.version (KIP-891), for the converter classes set in config.",
+    )
     config: dict[str, ConfigValue] = Field(
         default_factory=dict,
         max_length=MAX_KEYS,
@@ -244,17 +302,32 @@ class ConnectorSpec(CamelModel):
         owned = sorted(k for k in config if k in OWNED_KEYS)
         if owned:
             raise ValueError(f"config keys {owned} are set by spec fields (connectorName/class/tasksMax)")
+        versions = sorted(k for k in config if k in VERSION_KEYS)
+        if versions:
+            raise ValueError(f"config keys {versions} are set by spec.pluginVersion and spec.converterVersions")
         prefixed = sorted(k for k in config if any(k.startswith(p) for p in OVERRIDE_PREFIXES.values()))
         if prefixed:
             raise ValueError(f"config keys {prefixed} belong in producerOverrides/consumerOverrides/adminOverrides")
         return config
+
+    _valid_plugin_version = field_validator("plugin_version")(version_requirement)
+
+    @model_validator(mode="after")
+    def _converter_versions_name_a_class(self) -> ConnectorSpec:
+        # the version is checked against the class the connector names; the worker's default
+        # converter is not visible over REST
+        if self.converter_versions is not None:
+            for which, key in CONVERTER_CLASS_KEYS.items():
+                if getattr(self.converter_versions, which) is not None and key not in self.config:
+                    raise ValueError(f"converterVersions.{which} needs the converter class in config.{key}")
+        return self
 
     @model_validator(mode="after")
     def _secret_keys_not_duplicated(self) -> ConnectorSpec:
         both = sorted(set(self.config_from) & set(self.config))
         if both:
             raise ValueError(f"keys {both} are set in both config and configFrom")
-        owned = sorted(k for k in self.config_from if k in OWNED_KEYS)
+        owned = sorted(k for k in self.config_from if k in OWNED_KEYS | VERSION_KEYS)
         if owned:
             raise ValueError(f"configFrom keys {owned} are set by spec fields")
         return self
@@ -264,6 +337,7 @@ class TaskStatus(StatusModel):
     id: int = Field(description="Task id.")
     state: str = Field(description="RUNNING, PAUSED, FAILED, UNASSIGNED…")
     worker_id: str | None = Field(default=None, description="Worker running the task.")
+    version: str | None = Field(default=None, description="Plugin version the task runs, as Connect reports it.")
     trace: str | None = Field(default=None, description="First line of the failure trace.")
 
 
@@ -302,6 +376,10 @@ class ConnectorStatus(StatusModel):
     connector_name: str | None = Field(default=None, description="Name in Kafka Connect.")
     connector_state: str | None = Field(default=None, description="State reported by Connect.")
     worker_id: str | None = Field(default=None, description="Worker running the connector.")
+    connector_version: str | None = Field(
+        default=None,
+        description="Plugin version the connector runs, as Connect reports it (Kafka Connect 4.1+, KIP-891).",
+    )
     tasks: list[TaskStatus] = Field(default_factory=list, description="Task states.")
     tasks_running: str | None = Field(default=None, description="running/total, for kubectl get.")
     auto_restart: AutoRestartStatus = Field(

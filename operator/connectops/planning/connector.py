@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from connectops.models.connect_cluster import Capabilities
-from connectops.models.connector import OVERRIDE_PREFIXES, ConnectorSpec, DesiredState
+from connectops.models.connector import CONNECTOR_VERSION_KEY, OVERRIDE_PREFIXES, ConnectorSpec, DesiredState
 
 #: Connect's states, as in its status endpoint.
 RUNNING, PAUSED, STOPPED, FAILED, UNASSIGNED, RESTARTING = (
@@ -43,7 +43,7 @@ def parse_version(version: str) -> tuple[int, int, int]:
 
 
 def capabilities_for(version: str) -> Capabilities:
-    """REST capabilities by Kafka version (KIP-745 3.0, KIP-875 3.5/3.6, KIP-980 3.7).
+    """REST capabilities by Kafka version (KIP-745 3.0, KIP-875 3.5/3.6, KIP-980 3.7, KIP-891 4.1).
 
     Confluent Platform reports its own version (7.x = Kafka 3.x); the ``-ccs`` suffix marks it,
     CP 7.x ships Kafka 3.x and CP 8.x Kafka 4.x, minor for minor.
@@ -57,6 +57,7 @@ def capabilities_for(version: str) -> Capabilities:
         stop=v >= (3, 5, 0),
         alter_offsets=v >= (3, 6, 0),
         initial_state=v >= (3, 7, 0),
+        plugin_versions=v >= (4, 1, 0),
     )
 
 
@@ -74,6 +75,10 @@ def render_config(spec: ConnectorSpec, name: str, secret_values: Mapping[str, st
     for key, raw in spec.admin_overrides.items():
         config[OVERRIDE_PREFIXES["admin"] + key] = _to_str(raw)
     config.update(secret_values)
+    if spec.converter_versions is not None:
+        config.update(spec.converter_versions.as_properties())
+    if spec.plugin_version is not None:
+        config[CONNECTOR_VERSION_KEY] = spec.plugin_version
     config["connector.class"] = spec.connector_class
     config["tasks.max"] = str(spec.tasks_max)
     config["name"] = name
@@ -168,7 +173,8 @@ def plan_connector(
     """Decide the steps that move Connect from ``observed`` to ``spec``.
 
     Rules, in order:
-    - a desired state the worker cannot express (``stopped`` before 3.5) is refused up front;
+    - a desired state the worker cannot express (``stopped`` before 3.5), or a plugin version
+      on a worker that cannot choose one (before 4.1), is refused up front;
     - an in-progress OffsetReset owns the connector: nothing is changed, not even config,
       because a resume or config write would let the connector commit offsets mid-reset;
     - config: create when missing, PUT only when the normalised config differs (both after a
@@ -181,6 +187,14 @@ def plan_connector(
     desired_state = DesiredState(spec.state)
     if desired_state is DesiredState.STOPPED and not caps.stop:
         plan.unsupported = "state 'stopped' needs a Kafka Connect worker 3.5 or newer (KIP-875)"
+        return plan
+    pins = spec.plugin_version is not None or bool(spec.converter_versions and spec.converter_versions.as_properties())
+    if pins and not caps.plugin_versions:
+        # an older worker takes the key as an unknown setting and runs whatever version it has
+        plan.unsupported = (
+            "pluginVersion and converterVersions need a Kafka Connect worker 4.1 or newer (KIP-891); "
+            "an older one would ignore them"
+        )
         return plan
     if locked_by:
         plan.blocked_reason = locked_by

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
-from connectops.adapters.connect_rest import ConnectApi, ConnectClient
+from connectops.adapters.connect_rest import ConnectApi, ConnectClient, Plugin
 from connectops.adapters.kafka.status_topic import StatusTopic
 from connectops.adapters.kube import KubeClient
 from connectops.errors import SpecInvalid, UrlNotAllowed
@@ -70,7 +70,7 @@ class ClusterHandle:
     _version: str | None = None
     _caps_at: float = 0.0
     _kafka_cluster_id: str | None = None
-    _plugins: list[str] | None = None
+    _plugins: list[Plugin] | None = None
     _plugins_at: float = 0.0
     _status_reader: StatusTopic | None = None
 
@@ -93,11 +93,11 @@ class ClusterHandle:
             self._caps_at = time.monotonic()
         return self._version, self._caps
 
-    async def plugins(self, ttl: float) -> list[str]:
-        """The worker's connector classes, re-read at most every ``ttl`` seconds: a missing
-        plugin is re-checked on this slow timer, never in a retry loop."""
+    async def plugins(self, ttl: float) -> list[Plugin]:
+        """The worker's plugins, every installed version, re-read at most every ``ttl`` seconds: a
+        missing plugin or version is re-checked on this slow timer, never in a retry loop."""
         if self._plugins is None or time.monotonic() - self._plugins_at > ttl:
-            self._plugins = await self.client.connector_plugins()
+            self._plugins = await self.client.list_plugins()
             self._plugins_at = time.monotonic()
         return self._plugins
 

@@ -4,11 +4,11 @@ Modelled on Strimzi's connector reconciler (GET, compare, PUT only on a real dif
 written only when it changed), with Connect's own validate endpoint as the gate in front of
 every write: an invalid config is reported and nothing is applied.
 
-Why ~760 lines in one module: it is the Connector's whole observe-plan-apply-report cycle
+Why ~800 lines in one module: it is the Connector's whole observe-plan-apply-report cycle
 (validate, act, settle, report, verbs, checks, delete) around one status model; the decisions
-themselves are pure and live in planning/ (connector, verbs, interruption), what a change cost is
-observed and published by change_cost, so what is left here is the order of the calls, which
-reads best in one place.
+themselves are pure and live in planning/ (connector, verbs, interruption, plugin_versions,
+secrets), what a change cost is observed and published by change_cost, so what is left here is
+the order of the calls, which reads best in one place.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from connectops.errors import NotReadyYet, SpecInvalid, WorkerStarting
 from connectops.models.base import utcnow_iso
 from connectops.models.checks import LastCheck
 from connectops.models.connector import (
+    VERSION_KEYS,
     AutoRestartStatus,
     ConnectorSpec,
     ConnectorStatus,
@@ -63,6 +64,7 @@ from connectops.planning.connector import (
 )
 from connectops.planning.interruption import InterruptionWatch
 from connectops.planning.ownership import Claim, conflict_message, owner
+from connectops.planning.plugin_versions import CONNECTOR_TYPES, version_problems
 from connectops.planning.secrets import RotationBook, rotated_refs, rotation_message
 from connectops.planning.verbs import RECONCILE, BadVerb, Restart, acted_on, pending_verbs, reconcile_paused
 from connectops.reconcilers import change_cost
@@ -157,6 +159,7 @@ class ConnectorReconciler:
         self._acted: dict[str, VerbTokens] = {}
         self._on_create = OffsetsOnCreate(kube)
         self._missing_plugin: dict[str, str] = {}
+        self._missing_version: dict[str, str] = {}
 
     async def reconcile(
         self,
@@ -364,7 +367,9 @@ class ConnectorReconciler:
     ) -> bool:
         """Connect's gate before any write: the class is installed and validate finds no error.
         False: it said no, the conditions say why, and nothing may be applied."""
-        installed = await cluster.plugins(self._settings.capabilities_ttl_seconds)
+        plugins = await cluster.plugins(self._settings.capabilities_ttl_seconds)
+        # a worker that predates plugin types in the list lists connectors only
+        installed = sorted({p.class_name for p in plugins if p.type in CONNECTOR_TYPES or not p.type})
         missing = plugin_missing(spec.connector_class, installed)
         if missing is not None:
             shown = ", ".join(missing[:8]) + (f" and {len(missing) - 8} more" if len(missing) > 8 else "")
@@ -383,18 +388,44 @@ class ConnectorReconciler:
             conditions.set("Ready", False, "PluginNotFound", f"connector class {spec.connector_class} is not installed")
             return False
         self._missing_plugin.pop(obj.uid, None)
+        problems = version_problems(spec, plugins)
+        if problems:
+            message = redactor(
+                "; ".join(p.message() for p in problems)
+                + f"; re-checked every {self._settings.capabilities_ttl_seconds:g}s and on every spec change"
+            )
+            conditions.set("Valid", False, "PluginVersionNotFound", message)
+            # once per object and set of pins, for the same reason as PluginNotFound above
+            pins = "\x00".join(f"{p.key}={p.plugin}@{p.wanted}" for p in problems)
+            if self._missing_version.get(obj.uid) != pins:
+                self._missing_version[obj.uid] = pins
+                emit("Warning", "PluginVersionNotFound", message)
+            conditions.set(
+                "Synced", False, "PluginVersionNotFound", "nothing was applied: no installed version matches the pin"
+            )
+            conditions.set(
+                "Ready",
+                False,
+                "PluginVersionNotFound",
+                ", ".join(f"{p.key}={p.wanted} matches no installed version" for p in problems),
+            )
+            return False
+        self._missing_version.pop(obj.uid, None)
         result = await cluster.client.validate(spec.connector_class, desired)
         if result.error_count:
             detail = "; ".join(f"{k}: {' '.join(v)}" for k, v in sorted(result.errors.items()))
             message = redactor(detail or f"{result.error_count} configuration error(s)")
-            conditions.set("Valid", False, "ConfigInvalid", message, event_on_change=True, warning=True)
+            # Connect's own verdict on a pin the plugin list could not judge (Connect has the last
+            # word); it names the class key too, and skips the rest of the validation
+            reason = "PluginVersionNotFound" if VERSION_KEYS & set(result.errors) else "ConfigInvalid"
+            conditions.set("Valid", False, reason, message, event_on_change=True, warning=True)
             conditions.set(
                 "Synced",
                 False,
-                "ConfigInvalid",
+                reason,
                 "Connect rejected the desired config; the live config is unchanged",
             )
-            conditions.set("Ready", False, "ConfigInvalid", "configuration rejected by Connect")
+            conditions.set("Ready", False, reason, "configuration rejected by Connect")
             return False
         return True
 
@@ -622,12 +653,17 @@ class ConnectorReconciler:
         if state is None:
             status.connector_state = None
             status.worker_id = None
+            status.connector_version = None
             status.tasks = []
             status.tasks_running = None
             return
         status.connector_state = state.state
         status.worker_id = state.worker_id
-        status.tasks = [TaskStatus(id=t.id, state=t.state, worker_id=t.worker_id, trace=t.trace) for t in state.tasks]
+        status.connector_version = state.version
+        status.tasks = [
+            TaskStatus(id=t.id, state=t.state, worker_id=t.worker_id, version=t.version, trace=t.trace)
+            for t in state.tasks
+        ]
         running = sum(1 for t in state.tasks if t.state == "RUNNING")
         status.tasks_running = f"{running}/{len(state.tasks)}"
 

@@ -1,6 +1,7 @@
 """Test-only Kafka Connect plugins, built by ``tests/env/plugins/build.sh`` (run by provision.sh).
 
 ``testsinks``: a sink that does not confirm offset changes, and a sink of known speed (see their Java sources).
+``versioned``: one source in two versions side by side (see ``versioned_plugin_dir``).
 ``mm2shapes``: three source connectors whose offsets have MirrorMaker 2's shapes and whose
 ``alterOffsets`` validate like MM2's (see the Java sources), because the real connect-mirror jars
 are not obtainable in this environment.
@@ -50,6 +51,20 @@ def sinks_jar() -> Path:
     return plugin_jar("testsinks")
 
 
+def versioned_plugin_dir() -> Path:
+    """The ``plugin.path`` entry holding ``versioned-source-<v>.jar`` for each version of
+    :data:`VERSIONED_VERSIONS`, each in a directory of its own (its own class loader): the same
+    class, :data:`VERSIONED_SOURCE`, whose ``version()`` and records say which jar runs."""
+    path = cache_dir() / "versioned"
+    stamp = path.with_name("versioned.sha256")
+    built = stamp.read_text().strip() if stamp.is_file() else ""
+    if not path.is_dir() or built != sources_hash("versioned"):
+        raise MissingTestEnvError(f"test plugin versions in {path} missing or older than their sources; {BUILD_HINT}")
+    return path
+
+
+VERSIONED_SOURCE = "io.connectops.testplugins.versioned.VersionedSourceConnector"
+VERSIONED_VERSIONS = tuple((PLUGINS_DIR / "versioned" / "src" / "versions.txt").read_text().split())
 EXTERNAL_OFFSETS_SINK = "io.connectops.testplugins.ExternalOffsetsSinkConnector"
 MM2_SOURCE = "io.connectops.testplugins.MirrorSourceShapeConnector"
 MM2_CHECKPOINT = "io.connectops.testplugins.MirrorCheckpointShapeConnector"

@@ -9,6 +9,9 @@
 #                                           offsets count records, for producer-pressure tests)
 #   promreporter -> $CACHE/promreporter.jar (a MetricsReporter serving Strimzi's JMX-exporter
 #                                           names; for the worker's class path, not plugin.path)
+#   versioned -> $CACHE/versioned/versioned-<v>/versioned-source-<v>.jar, one jar per version in
+#                versioned/src/versions.txt: the same classes, the version in the manifest; the
+#                directory is a plugin.path entry holding the versions side by side (KIP-891)
 # Idempotent and cached: the jar is rebuilt only when the hash of its sources changes. The hash
 # (recorded next to the jar as mm2shapes.jar.sha256) is the same one tests/env/plugins/__init__.py
 # computes to refuse a stale jar: sha256 over "sha256sum"-style lines of every file under
@@ -58,7 +61,37 @@ build_plugin() {
   log "built $out"
 }
 
+build_versioned() {
+  local name=versioned src="$HERE/versioned" out="$CACHE/versioned" want have
+  want="$(sources_hash "$src")"
+  have="$(cat "$out.sha256" 2>/dev/null || true)"
+  if [ -d "$out" ] && [ "$have" = "$want" ]; then
+    return 0
+  fi
+  log "building $name plugin versions (sources ${want:0:12})"
+  local work cp version
+  work="$(mktemp -d)"
+  # shellcheck disable=SC2064  # expand now: $work is local
+  trap "rm -rf '$work'" RETURN
+  cp="$(ls "$JARS"/connect-api-*.jar "$JARS"/kafka-clients-*.jar | tr '\n' ':')"
+  mkdir -p "$work/classes" "$work/out"
+  find "$src/src/main/java" -name '*.java' -print0 | xargs -0 javac --release 17 -nowarn -cp "$cp" -d "$work/classes"
+  while IFS= read -r version; do
+    [ -n "$version" ] || continue
+    mkdir -p "$work/out/versioned-$version"
+    printf 'Implementation-Version: %s\n' "$version" > "$work/manifest-$version"
+    jar --create --file "$work/out/versioned-$version/versioned-source-$version.jar" \
+      --manifest "$work/manifest-$version" -C "$work/classes" .
+  done < "$src/src/versions.txt"
+  # Directory first, hash last: an interrupted build never looks up to date.
+  rm -rf "$out"
+  mv "$work/out" "$out"
+  printf '%s\n' "$want" > "$out.sha256"
+  log "built $out"
+}
+
 build_plugin mm2shapes
 build_plugin testsinks
 build_plugin floodsource
 build_plugin promreporter
+build_versioned

@@ -34,7 +34,7 @@ from connectops.adapters.connect_rest import (
 )
 from connectops.adapters.kube import KubeClient, KubeError, KubeObjectMissing, Lock, SecretKeyMissing
 from connectops.errors import NotReadyYet, SpecInvalid, WorkerStarting
-from connectops.models.base import utcnow_iso
+from connectops.models.base import epoch_of, utcnow_iso
 from connectops.models.checks import LastCheck
 from connectops.models.connector import (
     VERSION_KEYS,
@@ -159,6 +159,8 @@ class ConnectorReconciler:
         self._acted: dict[str, VerbTokens] = {}
         self._on_create = OffsetsOnCreate(kube)
         self._missing_plugin: dict[str, str] = {}
+        #: the latest check this process launched or read per object (see :meth:`_check`)
+        self._last_checks: dict[str, LastCheck] = {}
         self._missing_version: dict[str, str] = {}
 
     async def reconcile(
@@ -333,8 +335,11 @@ class ConnectorReconciler:
         await self._on_create.report(new, caps, created, status, conditions, emit)
 
         if plan.actions:
-            state = await self._settle(client, connector, spec, watch, feed)
-            change_cost.publish(watch, status, emit)
+            # polls of the REST status must follow the change from its start; the status records
+            # keep, so that watch can wait until the check is launched (below)
+            rest_watch = watch if feed is None else None
+            state = await self._settle(client, connector, spec, rest_watch)
+            change_cost.publish(rest_watch, status, emit)
             live = desired
         ready = readiness(spec, _observe(state, live))
         if plan.restart_limit_reached:
@@ -354,6 +359,10 @@ class ConnectorReconciler:
         if state is not None:
             await self._restarts(obj, spec, cluster, connector, state, book_raw, status, emit)
         await self._check(obj, spec, connector, cluster, plan.actions, conditions, status)
+        if watch is not None and feed is not None:
+            # after the check is launched: the check follows the change, not the end of its watch
+            await self._settle(client, connector, spec, watch, feed)
+            change_cost.publish(watch, status, emit)
 
     async def _validated(
         self,
@@ -596,15 +605,20 @@ class ConnectorReconciler:
             )
             if launched is not None:
                 status.last_check = launched
+                self._last_checks[obj.uid] = launched
                 if launched.state == "NOT_SUBMITTED":
                     reason = "; ".join(launched.reasons)
                     conditions.set("LagHealthy", None, "CheckNotSubmitted", reason)
                     conditions.set("PartitionsBalanced", None, "CheckNotSubmitted", reason)
                 return
-        last = obj.status.last_check
+        # A resync queued behind the change handler gets the body from before that handler's
+        # status patch: following the check stored there would put the previous check back
+        # over the one just launched. What this process launched last is the newer record.
+        last = _newer_check(obj.status.last_check, self._last_checks.get(obj.uid))
         if last is not None:
             updated, result = await self._checks.poll(obj.namespace, last, spec.check)
             status.last_check = updated
+            self._last_checks[obj.uid] = updated
             if result is not None:
                 apply_check_conditions(conditions, result)
 
@@ -683,6 +697,7 @@ class ConnectorReconciler:
     async def delete(self, obj: ConnectorObject, emit: EmitEvent, *, rivals: Sequence[Claim] = ()) -> None:
         """Remove the connector from Connect. A vanished ConnectCluster cannot be reached any
         more, so the finalizer is released with a warning instead of blocking deletion forever."""
+        self._last_checks.pop(obj.uid, None)
         try:
             spec = ConnectorSpec.model_validate(obj.spec)
         except ValidationError:
@@ -786,6 +801,17 @@ def _reason(exc: ConnectError) -> str:
     if isinstance(exc, NotKafkaConnect | ConnectResponseTooLarge | ConnectAuthFailed):
         return exc.reason
     return "ConnectUnavailable" if exc.retryable else "ConnectError"
+
+
+def _newer_check(stored: LastCheck | None, remembered: LastCheck | None) -> LastCheck | None:
+    """The later-launched of the stored check and the one this process remembers (the stored one
+    when they are the same application: it may carry a state read by another process)."""
+    if remembered is None or (stored is not None and stored.application == remembered.application):
+        return stored
+    if stored is None:
+        return remembered
+    mine, theirs = epoch_of(remembered.started_at), epoch_of(stored.started_at)
+    return remembered if mine is not None and (theirs is None or mine >= theirs) else stored
 
 
 def _previous_verdict(last: LastCheck | None) -> str | None:

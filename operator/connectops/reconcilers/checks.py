@@ -10,12 +10,11 @@ from __future__ import annotations
 import json
 import logging
 import time
-from datetime import datetime
 from typing import Any
 
 from connectops import metrics
 from connectops.adapters.kube import KubeClient, KubeError, KubeObjectMissing
-from connectops.models.base import utcnow_iso
+from connectops.models.base import epoch_of, utcnow_iso
 from connectops.models.checks import CheckSpec, LastCheck, SparkCheckDefaults
 from connectops.models.connect_cluster import ConnectClusterSpec
 from connectops.planning.checks import (
@@ -136,7 +135,7 @@ class CheckRunner:
             app = {}  # judged by its age alone; read again at the next resync
         state = str(((app.get("status") or {}).get("applicationState") or {}).get("state") or last.state or "PENDING")
         if state not in TERMINAL_STATES:
-            started = _epoch(last.started_at)
+            started = epoch_of(last.started_at)
             if started is not None and time.time() - started > check.timeout_seconds:
                 try:
                     await self._kube.delete_object(SPARK_GROUP, SPARK_VERSION, namespace, SPARK_PLURAL, name)
@@ -198,9 +197,3 @@ def apply_check_conditions(conditions: Conditions, result: CheckConditions) -> N
     if result.producer is not None:
         ok, reason, message = result.producer
         conditions.set("ProducerHealthy", ok, reason, message, event_on_change=True, warning=ok is False)
-
-
-def _epoch(text: str | None) -> float | None:
-    if not text:
-        return None
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()

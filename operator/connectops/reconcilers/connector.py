@@ -17,7 +17,6 @@ import asyncio
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from pydantic import ValidationError
@@ -133,12 +132,6 @@ def _observe(state: ConnectorState | None, live: dict[str, str] | None) -> Obser
         task_count=len(state.tasks),
         connector_failed=state.state == FAILED,
     )
-
-
-def _parse_time(text: str | None) -> float | None:
-    if not text:
-        return None
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
 class ConnectorReconciler:
@@ -304,7 +297,7 @@ class ConnectorReconciler:
             observed = _observe(state, live)
         lock = await self._reset_lock(obj.namespace, cluster, connector)
         book_raw = obj.status.auto_restart
-        book = RestartBook(count=book_raw.count, last_restart_at=_parse_time(book_raw.last_restart_time))
+        book = RestartBook(count=book_raw.count, last_restart_at=epoch_of(book_raw.last_restart_time))
         plan = plan_connector(
             spec,
             desired,

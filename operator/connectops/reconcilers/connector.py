@@ -122,7 +122,8 @@ def claimed_name(name: str, spec: Mapping[str, Any]) -> str:
     return str(spec.get("connectorName") or name)
 
 
-def _observe(state: ConnectorState | None, live: dict[str, str] | None) -> ObservedConnector:
+def observe(state: ConnectorState | None, live: dict[str, str] | None) -> ObservedConnector:
+    """What the planner needs of Connect's answers (shared with ``connectops plan``)."""
     if state is None:
         return ObservedConnector(live_config=live, state=None)
     return ObservedConnector(
@@ -281,7 +282,7 @@ class ConnectorReconciler:
         _, caps = await cluster.capabilities(self._settings.capabilities_ttl_seconds)
         desired = render_config(spec, connector, secret_values)
         live, state = await asyncio.gather(client.get_config(connector), client.get_status(connector))
-        observed = _observe(state, live)
+        observed = observe(state, live)
         if _reconcile_paused(obj, conditions):
             self._report(status, state, obj.status.auto_restart)
             return
@@ -294,7 +295,7 @@ class ConnectorReconciler:
             return
         if pending is False:  # applied just now: the reset moved the connector, look again
             live, state = await asyncio.gather(client.get_config(connector), client.get_status(connector))
-            observed = _observe(state, live)
+            observed = observe(state, live)
         lock = await self._reset_lock(obj.namespace, cluster, connector)
         book_raw = obj.status.auto_restart
         book = RestartBook(count=book_raw.count, last_restart_at=epoch_of(book_raw.last_restart_time))
@@ -334,7 +335,7 @@ class ConnectorReconciler:
             state = await self._settle(client, connector, spec, rest_watch)
             change_cost.publish(rest_watch, status, emit)
             live = desired
-        ready = readiness(spec, _observe(state, live))
+        ready = readiness(spec, observe(state, live))
         if plan.restart_limit_reached:
             conditions.set(
                 "Ready",
@@ -648,7 +649,7 @@ class ConnectorReconciler:
         while True:
             state = await client.get_status(connector)
             watched = await change_cost.observe(watch, feed, state)
-            if watched and state is not None and readiness(spec, _observe(state, {})).ready:
+            if watched and state is not None and readiness(spec, observe(state, {})).ready:
                 return state
             if time.monotonic() >= deadline:
                 return state

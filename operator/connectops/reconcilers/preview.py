@@ -19,9 +19,10 @@ from connectops.adapters.kube import KubeClient, KubeError, KubeObjectMissing, S
 from connectops.errors import SpecInvalid
 from connectops.models.connector import ConnectorSpec
 from connectops.models.offset_reset import OffsetResetSpec, ResetAction
-from connectops.planning.connector import ObservedConnector, RestartBook, plan_connector, render_config
+from connectops.planning.connector import RestartBook, plan_connector, render_config
 from connectops.planning.preview import SPECS, Document, ObjectPlan, connector_changes, reset_moves, validate
 from connectops.reconcilers.clusters import ClusterHandle, ClusterRegistry
+from connectops.reconcilers.connector import observe
 from connectops.settings import Settings
 
 PLURALS = {"ConnectCluster": "connectclusters", "Connector": "connectors", "OffsetReset": "offsetresets"}
@@ -103,13 +104,7 @@ class Previewer:
         _, caps = await cluster.capabilities(self._settings.capabilities_ttl_seconds)
         live = await client.get_config(name)
         state = await client.get_status(name)
-        observed = ObservedConnector(
-            live_config=live,
-            state=None if state is None else state.state,
-            failed_tasks=tuple(t.id for t in state.tasks if t.state == "FAILED") if state else (),
-            task_count=len(state.tasks) if state else 0,
-            connector_failed=state is not None and state.state == "FAILED",
-        )
+        observed = observe(state, live)
         decided = plan_connector(
             spec, desired, observed, caps, locked_by=None, restarts=RestartBook(0, None), now=time.time()
         )

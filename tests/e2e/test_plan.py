@@ -111,6 +111,9 @@ def test_plan_reports_what_apply_would_change_and_changes_nothing(
 
     # nothing was written anywhere: the worker's config records, its config, the objects
     assert count_config_writes(connect, name) == writes
+    # the alter was only planned: Connect still reports the offsets it had
+    after_offsets = connect_rest.http.get(connect_rest.path(name) + "/offsets").json()["offsets"]
+    assert [e for e in after_offsets if e["offset"]] == offsets
     assert connect_rest.config(name) == live
     assert connect_rest.state(name) == "RUNNING"
     after = k8s.get("connectors", name)

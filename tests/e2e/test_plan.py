@@ -54,13 +54,17 @@ def test_plan_reports_what_apply_would_change_and_changes_nothing(
     }
     k8s.create("connectors", name, spec, "Connector")
     k8s.wait_condition("connectors", name, "Ready", "True")
-    # the source read the whole file: its offset is the file's size
+    # the source read the whole file: its offset is the file's size (it commits as it reads, so
+    # wait for the last commit rather than the first)
+    size = src.stat().st_size
     offsets = wait_for(
         lambda: [
-            e for e in connect_rest.http.get(connect_rest.path(name) + "/offsets").json()["offsets"] if e["offset"]
+            e
+            for e in connect_rest.http.get(connect_rest.path(name) + "/offsets").json()["offsets"]
+            if e["offset"] and e["offset"].get("position") == size
         ],
         60,
-        "source offsets",
+        "source offsets at the end of the file",
     )
     writes = count_config_writes(connect, name)
     live = connect_rest.config(name)

@@ -66,10 +66,19 @@ The form follows the worker version: before 3.1 "commits fail", from 3.1 "commit
 no version, the evidence decides (failures: "commits fail").
 
 The recommendation (``recommend``): with one request in flight a partition gets one batch per
-request latency L, so carrying R records/s with headroom h needs R x L x h / k records per batch,
-and ``batch.size`` = R x L x h / k x record size. h = 2 because under back-pressure the measured
-rate is the producer's ceiling rather than the demand (Connect stops polling while ``send()``
-blocks) and the backlog must drain too. Rounded up to a multiple of 16 KiB, never below the
+request latency L, so delivering N records/s needs N x L / k records per batch, and ``batch.size``
+= N x L / k x record size, with N = max(R x h, Q / T), Q the outstanding queue peak. R x h: the
+rate with headroom h = 2. Q / T: the producer must deliver what is outstanding within T, or
+condition 2 holds again. The second term matters because under back-pressure the measured rate is
+not the demand: Connect stops polling while ``send()`` blocks, and Kafka's rates divide by at
+least (``metrics.num.samples`` - 1) x ``metrics.sample.window.ms`` (30 s by default; Kafka's
+``Rate.windowSize``), so a task younger than that reads low. Measured on Connect 4.3 (a
+FloodSource offering 3,000 records/s at 40 ms per request, tests/e2e/test_producer_pressure_cr.py):
+the check read 873/s; R x h alone gave 81,920, which carries ~1,900/s, and the buffer ran out
+again 30 s after the change; Q / T (33,268 outstanding within 5 s) gives 294,912, ~6,700/s. When
+the queue is bounded by ``buffer.memory`` (the buffer ran out), Q / T x L x record size is about
+``buffer.memory`` x L / T: 32 MiB x 50 ms / 5 s = 335 KiB, the size that cured the seed (320 KiB).
+Rounded up to a multiple of 16 KiB, never below the
 current ``batch.size``, capped below ``max.request.size`` (a batch must fit in a request; when
 capped, raise ``max.request.size`` or add partitions). R is the highest ``source-record-poll-rate``
 (what the connector hands over), else ``record-send-rate``; L the median
@@ -259,6 +268,9 @@ class Recommendation:
     capped: bool
     reasoning: tuple[str, ...]
     alternatives: tuple[Alternative, ...] = ALTERNATIVES
+    #: the queue peak the size must deliver within offset.flush.timeout.ms, and that rate (None: not given)
+    backlog: float | None = None
+    drain_needed: float | None = None
 
     @property
     def changes(self) -> bool:
@@ -294,17 +306,25 @@ def recommend(
     headroom: float = HEADROOM,
     rate_source: str = "as given",
     record_source: str = "as given",
+    backlog: float | None = None,
+    flush_timeout_ms: int | None = None,
 ) -> Recommendation:
-    """``batch.size`` (and ``linger.ms`` when it helps) to carry ``rate`` records/s.
+    """``batch.size`` (and ``linger.ms`` when it helps) to carry ``rate`` records/s, and to
+    deliver a ``backlog`` of outstanding records within ``flush_timeout_ms`` when both are given.
 
-    ``batch.size`` = rate x latency x headroom / in-flight x record size, rounded up to 16 KiB,
-    never below the current value, capped below ``max.request.size``.
+    ``batch.size`` = max(rate x headroom, backlog / timeout) x latency / in-flight x record size,
+    rounded up to 16 KiB, never below the current value, capped below ``max.request.size``.
     """
     if min(rate, latency_ms, record_bytes, headroom) <= 0:
         raise ValueError("rate, latency, record size and headroom must be positive")
     in_flight = producer.max_in_flight
     latency_s = latency_ms / 1000
-    records = rate * latency_s * headroom / in_flight
+    carried = rate * headroom
+    drain_needed: float | None = None
+    if backlog is not None and backlog > 0 and flush_timeout_ms is not None and flush_timeout_ms > 0:
+        drain_needed = backlog / (flush_timeout_ms / 1000)
+    per_second = max(carried, drain_needed or 0.0)
+    records = per_second * latency_s / in_flight
     unrounded = records * record_bytes
     # a float product such as 327680.00000000006 must not cost a whole extra step
     rounded = math.ceil(unrounded / BATCH_STEP - 1e-9) * BATCH_STEP
@@ -317,8 +337,27 @@ def recommend(
         f"Rate to carry: {_fmt(rate)} records/s ({rate_source}).",
         f"Request latency: {_fmt(latency_ms)} ms (request-latency-avg), {in_flight} request(s) in flight "
         "(max.in.flight.requests.per.connection; Connect sets 1 for task producers).",
-        f"Records one batch must hold: {_fmt(rate)}/s x {_fmt(latency_s, 3)} s x headroom {_fmt(headroom)} "
-        f"/ {in_flight} = {_fmt(records)}.",
+        *(
+            [
+                f"Outstanding records to deliver within offset.flush.timeout.ms ({flush_timeout_ms:,} ms): "
+                f"{_fmt(backlog or 0)} (the queue peak), i.e. {_fmt(drain_needed)}/s; "
+                + (
+                    f"more than the rate x headroom {_fmt(headroom)} = {_fmt(carried)}/s, so the batch is sized "
+                    "for it (the polled rate is a floor while send() blocks, the queue is what commits wait for)."
+                    if drain_needed > carried
+                    else f"no more than the rate x headroom {_fmt(headroom)} = {_fmt(carried)}/s."
+                ),
+            ]
+            if drain_needed is not None and flush_timeout_ms is not None
+            else []
+        ),
+        (
+            f"Records one batch must hold: {_fmt(drain_needed)}/s x {_fmt(latency_s, 3)} s / {in_flight} = "
+            f"{_fmt(records)}."
+            if drain_needed is not None and drain_needed > carried
+            else f"Records one batch must hold: {_fmt(rate)}/s x {_fmt(latency_s, 3)} s x headroom "
+            f"{_fmt(headroom)} / {in_flight} = {_fmt(records)}."
+        ),
         f"batch.size = {_fmt(records)} x {_fmt(record_bytes)} B = {_fmt(unrounded)} B, rounded up to a "
         f"multiple of {BATCH_STEP:,} = {rounded:,} ({rounded // BATCH_STEP} x 16 KiB).",
     ]
@@ -368,6 +407,8 @@ def recommend(
         unrounded_batch_bytes=unrounded,
         capped=capped,
         reasoning=tuple(lines),
+        backlog=backlog if drain_needed is not None else None,
+        drain_needed=drain_needed,
     )
 
 
@@ -610,6 +651,8 @@ def diagnose(
             headroom=headroom,
             rate_source=f.rate_source,
             record_source=f.record_source,
+            backlog=f.queue_peak,
+            flush_timeout_ms=settings.offset_flush_timeout_ms,
         )
     evidence = (small, *pressure, *commits)
     return Diagnosis(

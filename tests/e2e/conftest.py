@@ -128,13 +128,20 @@ class K8s:
     def wait_condition(
         self, plural: str, name: str, type_: str, status: str, reason: str | None = None, timeout: float = 60
     ) -> dict[str, Any]:
+        seen: list[dict[str, Any] | None] = [None]
+
         def check() -> dict[str, Any] | None:
-            cond = self.condition(plural, name, type_)
+            cond = seen[0] = self.condition(plural, name, type_)
             if cond and cond["status"] == status and (reason is None or cond["reason"] == reason):
                 return cond
             return None
 
-        result: dict[str, Any] = wait_for(check, timeout, f"{plural}/{name} {type_}={status} {reason or ''}")
+        what = f"{plural}/{name} {type_}={status} {reason or ''}"
+        try:
+            result: dict[str, Any] = wait_for(check, timeout, what)
+        except pytest.fail.Exception:
+            # the failure names the condition as it last was, not just "None"
+            pytest.fail(f"timed out after {timeout}s waiting for {what}; the condition was {seen[0]!r}")
         return result
 
     def events(self, name: str) -> list[Any]:

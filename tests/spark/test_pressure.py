@@ -636,28 +636,62 @@ def test_alternatives_are_listed_with_their_drawbacks() -> None:
 
 
 def test_seed_reproduction() -> None:
-    """The seed's cure, 327680 (20 x 16 KiB), from plausible seed inputs:
+    """The seed under load, from plausible seed inputs:
 
     * record size: batch-size-avg 16,290 B / records-per-request-avg 25.1 = 649 B (full batches of
       ~25 records at the default 16384; 16384/25 = 655 B),
-    * rate: source-record-poll-rate 2,520 records/s (Debezium under load),
+    * rate: source-record-poll-rate 2,520 records/s (Debezium under load), headroom 2: 5,040/s,
+    * outstanding queue peak 60,000 within offset.flush.timeout.ms 5 s: 12,000/s,
     * latency: request-latency-avg 98 ms with one request in flight,
-    * headroom 2,
-    so a batch must hold 2520 x 0.098 x 2 = 494 records = 320,557 B -> 327,680 after rounding.
+    so a batch must hold max(5,040, 12,000) x 0.098 = 1,176 records = 763,229 B -> 770,048 after
+    rounding: at least the 327,680 that cured the seed (the rate term alone gives that, 494 records).
     """
     record_bytes = 16290 / 25.1
-    expected = round_up_16k(formula(2520, 98, record_bytes))
+    rate_term = formula(2520, 98, record_bytes)
+    backlog_term = 60000 / 5.0 * 0.098 * record_bytes
+    assert backlog_term > rate_term
     d = diagnose(seed_before(), PRE_31, ProducerSettings.from_connector_config({}, "3.0.2"))
     assert d is not None
     assert d.recommendation is not None
     assert d.recommendation.record_bytes == pytest.approx(record_bytes)
-    assert d.recommendation.unrounded_batch_bytes == pytest.approx(formula(2520, 98, record_bytes))
-    assert d.recommendation.batch_size == expected
-    assert abs(d.recommendation.batch_size - 327680) <= KIB16
-    # records per request the new size allows: about the seed's 500
-    assert d.recommendation.batch_size / record_bytes == pytest.approx(500, rel=0.05)
+    assert d.recommendation.unrounded_batch_bytes == pytest.approx(backlog_term)
+    assert d.recommendation.batch_size == round_up_16k(backlog_term) == 770048
+    assert round_up_16k(rate_term) == 327680  # the seed's cure, which this never goes below
+    assert d.recommendation.drain_needed == pytest.approx(12000)
+    assert d.recommendation.backlog == 60000
+    assert any("60,000 (the queue peak), i.e. 12,000/s" in line for line in d.recommendation.reasoning)
     # full batches: linger.ms would only add latency
     assert d.recommendation.linger_ms is None
+
+
+def test_a_throttled_rate_is_sized_by_the_queue_it_left() -> None:
+    """Measured on Connect 4.3 (tests/e2e/test_producer_pressure_cr.py, a FloodSource offering
+    3,000 records/s through 40 ms per request): the check read 872.7/s polled, because send()
+    blocked once the buffer ran out and Kafka's rate of a young task divides by at least 30 s.
+    Sized for the rate alone (81,920) the producer carried ~1,900/s and the buffer ran out again;
+    sized to deliver the 32,448 outstanding records within 5 s it carries ~6,700/s."""
+    figures = {
+        "batch_size_avg": 16205.0,
+        "records_per_request_avg": 16.0,
+        "request_latency_avg_ms": 43.15,
+        "source_record_poll_rate": 872.7,
+        "record_send_rate": 70.9,
+        "buffer_available_bytes": 360448.0,
+        "buffer_total_bytes": 33554432.0,
+    }
+    samples = [
+        scrape(**(figures | {"source_record_active_count": now, "source_record_active_count_max": 32448.0}))
+        for now in (32000.0, 32300.0, 32100.0)
+    ]
+    d = diagnose(samples, WorkerSettings(worker_version="4.3.0"), ProducerSettings.from_connector_config({}, "4.3.0"))
+    assert d is not None
+    assert d.recommendation is not None
+    record_bytes = 16205 / 16
+    assert round_up_16k(formula(872.7, 43.15, record_bytes)) == 81920  # what the rate alone gave
+    expected = round_up_16k(32448 / 5.0 * 0.04315 * record_bytes)
+    assert d.recommendation.batch_size == expected == 294912
+    # what the new size carries: about 6,700 records/s against the 3,000 offered
+    assert expected / record_bytes / 0.04315 > 2 * 3000
 
 
 def test_rate_and_record_size_sources() -> None:

@@ -736,9 +736,10 @@ class Runner:
                 self._observe(record, obj)
                 verdict = judge(obj)
                 phase = (obj.get("status") or {}).get("phase")
-                # a Connector is done once explained; a reset is judged when it ends, or at the
-                # deadline (a retried step shows its failures only after the first attempt)
-                if verdict is not None and (case.kind == "Connector" or phase in TERMINAL):
+                # a Connector is done once explained; a reset is judged when it ends, or waits
+                # for a reference (explained: nothing started), or at the deadline (a retried
+                # step shows its failures only after the first attempt)
+                if verdict is not None and (case.kind == "Connector" or phase in (*TERMINAL, "Pending")):
                     break
             time.sleep(0.3)
         if obj is not None:
@@ -769,7 +770,8 @@ class Runner:
         if case.kind == "Connector":
             self._finish_connector(case, record)
         else:
-            self._finish_reset(case, record, drain=record.explained)
+            # only a reset at work has something to finish; one waiting for a reference goes now
+            self._finish_reset(case, record, drain=record.explained and record.phase == "Running")
 
     @staticmethod
     def _observe(record: Record, obj: dict[str, Any]) -> None:

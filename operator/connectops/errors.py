@@ -21,6 +21,7 @@ from connectops.failures import ConnectopsError
 __all__ = [
     "ConnectopsError",
     "NotReadyYet",
+    "ReferenceInvalid",
     "SpecInvalid",
     "UrlNotAllowed",
     "WorkerStarting",
@@ -33,6 +34,14 @@ class SpecInvalid(ConnectopsError):
     """The object's spec cannot be acted on until the user changes it. Never retried."""
 
     reason = "InvalidSpec"
+
+
+class ReferenceInvalid(ConnectopsError):
+    """An object this one names (a Connector, a ConnectCluster) cannot be acted on until its owner
+    fixes it. Not kopf-permanent like :class:`SpecInvalid`: fixing *that* object never re-runs
+    this one's handler, so it is re-checked on the capped delay instead."""
+
+    reason = "InvalidTarget"
 
 
 class UrlNotAllowed(SpecInvalid):

@@ -13,6 +13,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+import kopf
 import pytest
 import yaml
 from pydantic import ValidationError
@@ -20,7 +21,7 @@ from pydantic import ValidationError
 from connectops.adapters.connect_rest import ConnectRejected, ConnectUnavailable
 from connectops.adapters.kafka import GroupActive, KafkaAccessDenied
 from connectops.adapters.kube import KubeError, KubeObjectMissing
-from connectops.errors import NotReadyYet
+from connectops.errors import NotReadyYet, ReferenceInvalid, as_kopf_error
 from connectops.models.offset_reset import OffsetResetSpec
 from connectops.planning.ownership import Claim
 from connectops.reconcilers.reset_run import KafkaApi
@@ -1081,6 +1082,35 @@ async def test_a_kafka_error_echoing_the_secret_is_masked(monkeypatch: pytest.Mo
     assert world.steps()["offsetSyncs"] == "Failed"
     assert "authentication failed with password [redacted]" in world.step("offsetSyncs")["message"]
     assert MM2_PASSWORD not in everything_written(world)
+
+
+async def test_an_invalid_connector_object_waits_then_runs_once_fixed(world: ResetWorld) -> None:
+    """The invalid object is the Connector, not the reset: fixing it never re-runs the reset's
+    handler, so the reset must not fail for good (kopf-permanent) while it says "retrying"."""
+    world.add_connector_object(
+        "orders-obj",
+        {"clusterRef": {"name": CLUSTER}, "connectorName": NAME, "class": FILE_SOURCE, "config": {"name": "x"}},
+    )
+    world.create({"connectorRef": {"name": "orders-obj"}, "action": "reset"})
+    with pytest.raises(ReferenceInvalid) as raised:
+        await world.run()
+    assert world.status()["phase"] == "Pending"
+    cond = world.condition("Succeeded")
+    assert (cond["status"], cond["reason"]) == ("Unknown", "InvalidTarget")
+    assert "Connector orders-obj is invalid" in cond["message"]
+    assert world.connect.writes() == []
+    assert world.kube.leases == {}
+    # re-checked on the capped delay, not abandoned
+    error = as_kopf_error(raised.value, retry=3, base=2.0, maximum=300.0)
+    assert isinstance(error, kopf.TemporaryError)
+    assert error.delay == 300.0
+
+    world.add_connector_object(
+        "orders-obj",
+        {"clusterRef": {"name": CLUSTER}, "connectorName": NAME, "class": FILE_SOURCE, "config": {"topic": "o"}},
+    )
+    assert await world.run() is True  # kopf's retry, after the fix
+    assert world.status()["phase"] == "Succeeded"
 
 
 @pytest.mark.parametrize("secret", [None, {"other": "x"}], ids=["no-secret", "no-key"])

@@ -31,7 +31,8 @@ from connectops import failpoints, metrics
 from connectops.adapters.connect_rest import ConnectError, ConnectRejected
 from connectops.adapters.kafka import KafkaClientConfigInvalid, KafkaOffsets, KafkaOffsetsError
 from connectops.adapters.kube import KubeClient, KubeError, KubeObjectMissing, LockHeld, SecretKeyMissing
-from connectops.errors import NotReadyYet, SpecInvalid
+from connectops.errors import NotReadyYet, ReferenceInvalid, SpecInvalid
+from connectops.failures import ConnectopsError
 from connectops.models import GROUP
 from connectops.models.base import epoch_of, iso_ms, utcnow_iso
 from connectops.models.checks import CheckSpec
@@ -158,14 +159,7 @@ class OffsetResetExecutor:
         try:
             connector, cluster, (mirror_config, secrets) = await self._references(namespace, spec)
         except (KubeObjectMissing, SecretKeyMissing, SpecInvalid) as exc:
-            # Nothing is locked or stopped yet. Say why on the object, then retry (kopf, with
-            # back-off): the reference may appear or be fixed, as in a GitOps sync out of order.
-            reason = "InvalidTarget" if isinstance(exc, SpecInvalid) else "ReferenceNotFound"
-            conditions.set("Succeeded", None, reason, f"{exc}; retrying", event_on_change=True, warning=True)
-            status.phase = "Pending"
-            status.conditions = conditions.items
-            await self._save(namespace, name, status, "phase", "conditions")
-            raise
+            raise await self._wait_for_reference(namespace, name, status, conditions, exc) from None
         not_started = all(step.state == "Pending" for step in status.steps)
         elsewhere = await self._managed_elsewhere(namespace, spec, connector, cluster, claims) if not_started else []
         if elsewhere:
@@ -262,6 +256,20 @@ class OffsetResetExecutor:
             if managed.cluster_ref.name == spec.cluster_ref.name and (managed.connector_name or name) in touched:
                 names.append(name)
         return names
+
+    async def _wait_for_reference(
+        self, namespace: str, name: str, status: OffsetResetStatus, conditions: Conditions, exc: ConnectopsError
+    ) -> ConnectopsError:
+        """Nothing is locked or stopped yet. Say why on the object; the caller raises what this
+        returns, so kopf retries with back-off: the reference may appear or be fixed, as in a
+        GitOps sync out of order."""
+        reason = ReferenceInvalid.reason if isinstance(exc, SpecInvalid) else "ReferenceNotFound"
+        conditions.set("Succeeded", None, reason, f"{exc}; retrying", event_on_change=True, warning=True)
+        status.phase = "Pending"
+        status.conditions = conditions.items
+        await self._save(namespace, name, status, "phase", "conditions")
+        # the invalid object is another one: a kopf-permanent failure would never look again
+        return ReferenceInvalid(str(exc)) if isinstance(exc, SpecInvalid) else exc
 
     async def _target(self, namespace: str, spec: OffsetResetSpec) -> tuple[str, str]:
         if spec.connector_ref is not None:

@@ -71,9 +71,9 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 #: ``--dist=loadfile`` a worker takes the next whole file when it is free, so a long file left for
 #: the end runs alone while the other worker idles (a 6-minute tail before this order).
 SLOW_FIRST = (
-    "tests/benchmarks/test_bad_input_bench.py",  # 240-410
     "tests/e2e/test_offset_truth_sink.py",  # 270
     "tests/helm/test_rbac_proof.py",  # 250
+    "tests/e2e/test_producer_pressure_cr.py",  # 170
     "tests/e2e/test_offset_reset_faults.py",  # 175
     "tests/e2e/test_offset_truth_source.py",  # 160
     "tests/benchmarks/test_fault_bench.py",  # 125

@@ -71,7 +71,12 @@ def test_persistent_refusal_ends_failed_and_resumes(
     assert [c["state"] for c in status["changes"]] == ["Refused"]
     wait_for(lambda: ConnectREST(connect).state(name) == "RUNNING", 60, "connector resumed")
     assert topic_record_count(connect.bootstrap, topic) == len(LINES)
-    assert any(e.reason == "ResetFailed" and e.type == "Warning" for e in k8s.events("refused"))
+    # kopf posts Events after the status patch, from its own queue: wait for it, briefly
+    wait_for(
+        lambda: any(e.reason == "ResetFailed" and e.type == "Warning" for e in k8s.events("refused")),
+        15,
+        "Event ResetFailed",
+    )
 
 
 def test_persistent_server_error_keeps_the_connector_stopped_until_restored(
@@ -93,7 +98,11 @@ def test_persistent_server_error_keeps_the_connector_stopped_until_restored(
     assert status["backup"]["configMap"] in cond["message"]
     assert "stay STOPPED" in cond["message"]
     assert {c["state"] for c in status["changes"]} == {"Started"}
-    assert any(e.reason == "ResetFailed" and e.type == "Warning" for e in k8s.events("doomed"))
+    wait_for(
+        lambda: any(e.reason == "ResetFailed" and e.type == "Warning" for e in k8s.events("doomed")),
+        15,
+        "Event ResetFailed",
+    )
     assert rest.state(name) == "STOPPED"
     k8s.wait_condition("connectors", name, "Synced", "False", reason="OffsetResetInProgress")
     time.sleep(4)  # a resync of its Connector must not resume it either
@@ -139,4 +148,4 @@ def test_failed_resume_is_retried_until_the_connector_runs(
     assert "resumed afterwards" in cond["message"]
     wait_for(lambda: ConnectREST(connect).state(name) == "RUNNING", 60, "connector running")
     wait_for(lambda: topic_record_count(connect.bootstrap, topic) == 2 * len(LINES), 60, "re-read once")
-    assert any(e.reason == "Resumed" for e in k8s.events("stuck"))
+    wait_for(lambda: any(e.reason == "Resumed" for e in k8s.events("stuck")), 15, "Event Resumed")

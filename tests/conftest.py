@@ -71,15 +71,15 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 #: ``--dist=loadfile`` a worker takes the next whole file when it is free, so a long file left for
 #: the end runs alone while the other worker idles (a 6-minute tail before this order).
 SLOW_FIRST = (
+    "tests/helm/test_rbac_proof.py",  # 275 (CI19)
     "tests/e2e/test_offset_truth_sink.py",  # 270
-    "tests/helm/test_rbac_proof.py",  # 250
-    "tests/e2e/test_producer_pressure_cr.py",  # 170
+    "tests/e2e/test_rename.py",  # 230
     "tests/e2e/test_offset_reset_faults.py",  # 175
-    "tests/e2e/test_offset_truth_source.py",  # 160
-    "tests/benchmarks/test_fault_bench.py",  # 125
-    "tests/benchmarks/test_crash_bench.py",  # 120
-    "tests/e2e/test_verbs.py",  # 115
+    "tests/e2e/test_offset_truth_source.py",  # 166
+    "tests/benchmarks/test_fault_bench.py",  # 140
+    "tests/e2e/test_offsets_on_create.py",  # 132
     "tests/spark/test_mm2_lag.py",  # 100
+    "tests/e2e/test_verbs.py",  # 100
 )
 
 

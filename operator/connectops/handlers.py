@@ -22,6 +22,7 @@ from connectops.diffbase import DigestDiffBaseStorage
 from connectops.errors import as_kopf_error
 from connectops.models import GROUP, VERSION
 from connectops.object_metrics import OBJECTS
+from connectops.planning.on_create import renamed_from
 from connectops.planning.ownership import Claim
 from connectops.planning.secrets import (
     CONNECT_CLUSTER,
@@ -174,6 +175,12 @@ def _rivals(claims: ClaimIndex, body: Any) -> list[Claim]:
     return list(claims.get(claimed_name(body["metadata"]["name"], body.get("spec") or {}), []))
 
 
+def _old_claims(claims: ClaimIndex, body: Any) -> list[Claim]:
+    """The Connector objects naming the connector this one renames (spec.offsets.from)."""
+    old = renamed_from(body.get("spec"))
+    return list(claims.get(old, [])) if old is not None else []
+
+
 async def _reconcile_connector(body: Any, patch: kopf.Patch, retry: int, claims: ClaimIndex, *, periodic: bool) -> None:
     rt = runtime()
     obj = ConnectorObject.from_body(body)
@@ -187,7 +194,9 @@ async def _reconcile_connector(body: Any, patch: kopf.Patch, retry: int, claims:
 
     with metrics.RECONCILE_SECONDS.labels(kind="Connector").time():
         async with rt.locks[body["metadata"]["uid"]]:
-            outcome = await rt.connectors.reconcile(obj, counting, periodic=periodic, rivals=_rivals(claims, body))
+            outcome = await rt.connectors.reconcile(
+                obj, counting, periodic=periodic, rivals=_rivals(claims, body), old_claims=_old_claims(claims, body)
+            )
     metrics.RECONCILES.labels(kind="Connector", trigger="timer" if periodic else "change").inc()
     OBJECTS.observe_connector(
         obj.namespace,
@@ -351,7 +360,11 @@ async def _hand_back(reset_body: Any, claims: ClaimIndex) -> None:
             body = await rt.kube.custom_object(namespace, "connectors", name)
             async with rt.locks[body["metadata"]["uid"]]:
                 outcome = await rt.connectors.reconcile(
-                    ConnectorObject.from_body(body), _emitter(body), periodic=False, rivals=_rivals(claims, body)
+                    ConnectorObject.from_body(body),
+                    _emitter(body),
+                    periodic=False,
+                    rivals=_rivals(claims, body),
+                    old_claims=_old_claims(claims, body),
                 )
             changes = status_patch(body.get("status") or {}, outcome.status)
             if changes:

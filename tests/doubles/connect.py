@@ -561,6 +561,7 @@ class FakeConnect:
         connector = FakeConnector(name, stored, self._plugin_for(stored), target)
         self.connectors[name] = connector
         connector.start_tasks()
+        self._answer("create")
 
     async def put_config(self, name: str, config: dict[str, str]) -> None:
         self._enter("put_config", name, dict(config))

@@ -44,14 +44,19 @@ class ConnectorKubeApi(Protocol):
         self, namespace: str, cluster: str, connector: str, holder: str, owner: dict[str, Any] | None
     ) -> Lock: ...
     async def release_lock(self, namespace: str, cluster: str, connector: str, holder: str) -> None: ...
+    #: spec.offsets: the OffsetReset that applies them, the marker, and a rename's hand-over
+    async def custom_object(self, namespace: str, plural: str, name: str) -> dict[str, Any]: ...
+    async def custom_objects(self, namespace: str, plural: str) -> list[dict[str, Any]]: ...
+    async def create_object(
+        self, group: str, version: str, namespace: str, plural: str, body: dict[str, Any]
+    ) -> bool: ...
+    async def patch_status(self, namespace: str, plural: str, name: str, status: dict[str, Any]) -> None: ...
+    async def annotate(self, namespace: str, plural: str, name: str, annotations: dict[str, str]) -> None: ...
 
 
 class ResetKubeApi(ConnectorKubeApi, Protocol):
     """What the OffsetReset executor calls besides: its objects, their status, backups, lock hand-over."""
 
-    async def custom_object(self, namespace: str, plural: str, name: str) -> dict[str, Any]: ...
-    async def custom_objects(self, namespace: str, plural: str) -> list[dict[str, Any]]: ...
-    async def patch_status(self, namespace: str, plural: str, name: str, status: dict[str, Any]) -> None: ...
     async def config_map(self, namespace: str, name: str) -> client.V1ConfigMap: ...
     async def create_config_map(
         self,
@@ -269,6 +274,25 @@ class FakeKube:
         return [
             copy.deepcopy(obj) for (ns, pl, _), obj in sorted(self.objects.items()) if ns == namespace and pl == plural
         ]
+
+    async def create_object(self, group: str, version: str, namespace: str, plural: str, body: dict[str, Any]) -> bool:
+        self._enter("create_object", namespace, plural, body["metadata"]["name"])
+        key = (namespace, plural, body["metadata"]["name"])
+        if key in self.objects:
+            return False  # 409: the API server keeps the first
+        obj = copy.deepcopy(body)
+        obj["metadata"].setdefault("uid", f"uid-{body['metadata']['name']}")
+        obj["metadata"]["resourceVersion"] = "1"
+        self.objects[key] = obj
+        return True
+
+    async def annotate(self, namespace: str, plural: str, name: str, annotations: dict[str, str]) -> None:
+        self._enter("annotate", namespace, plural, name)
+        obj = self.objects.get((namespace, plural, name))
+        if obj is None:
+            raise KubeObjectMissing(f"{plural} {namespace}/{name} not found")
+        obj["metadata"].setdefault("annotations", {}).update(annotations)
+        self._bump(obj)
 
     async def patch_status(self, namespace: str, plural: str, name: str, status: dict[str, Any]) -> None:
         self._enter("patch_status", namespace, plural, name)

@@ -101,10 +101,14 @@ class World:
     def annotate(self, annotations: dict[str, str]) -> None:
         self.body["metadata"]["annotations"] = dict(annotations)
 
-    async def reconcile(self, *, periodic: bool = False, rivals: Sequence[Claim] = ()) -> Outcome:
+    async def reconcile(
+        self, *, periodic: bool = False, rivals: Sequence[Claim] = (), old_claims: Sequence[Claim] = ()
+    ) -> Outcome:
         """One handler run: the reconcile on the current body, then its status patch applied."""
         obj = ConnectorObject.from_body(copy.deepcopy(self.body))
-        outcome = await self.reconciler.reconcile(obj, self.emit, periodic=periodic, rivals=rivals)
+        outcome = await self.reconciler.reconcile(
+            obj, self.emit, periodic=periodic, rivals=rivals, old_claims=old_claims
+        )
         patch = status_patch(self.body.get("status") or {}, outcome.status)
         self.patches.append(patch)
         status = self.status

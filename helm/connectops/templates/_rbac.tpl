@@ -18,14 +18,14 @@ Each entry:
 - id: connectops-resources
   scope: namespaced
   mode: any
-  why: watch ConnectClusters, Connectors and OffsetResets; patch is kopf's finalizer and annotations
+  why: watch ConnectClusters, Connectors and OffsetResets; patch is kopf's finalizer and annotations, and a rename's hand-over mark
   apiGroups: [connectops.io]
   resources: [connectclusters, connectors, offsetresets]
   verbs: [get, list, watch, patch]
 - id: offsetresets-create
   scope: namespaced
   mode: any
-  why: a Connector's spec.offsets (onCreate clear or set) is applied by an OffsetReset the operator creates, owned by that Connector
+  why: a Connector's spec.offsets (onCreate clear or set, or a rename) is applied by an OffsetReset the operator creates, owned by that Connector
   apiGroups: [connectops.io]
   resources: [offsetresets]
   verbs: [create]

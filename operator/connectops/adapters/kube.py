@@ -156,6 +156,19 @@ class KubeClient:
             what=f"{plural} {namespace}/{name} status",
         )
 
+    async def annotate(self, namespace: str, plural: str, name: str, annotations: dict[str, str]) -> None:
+        """Merge ``annotations`` into one of connectops' objects (a hand-over mark on another object)."""
+        await self._call(
+            self._custom.patch_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            namespace,
+            plural,
+            name,
+            {"metadata": {"annotations": annotations}},
+            what=f"{plural} {namespace}/{name}",
+        )
+
     async def create_object(self, group: str, version: str, namespace: str, plural: str, body: dict[str, Any]) -> bool:
         """Create a namespaced custom object; False when it already exists (deterministic names
         make creation idempotent). A missing kind (CRD not installed) raises KubeObjectMissing."""

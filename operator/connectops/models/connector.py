@@ -181,6 +181,17 @@ class SetTo(StrEnum):
     TIMESTAMP = "timestamp"
 
 
+class RenameFrom(CamelModel):
+    """The connector a renamed one takes over from."""
+
+    connector: str = Field(
+        min_length=1,
+        max_length=1000,
+        description="The old connector's name in Kafka Connect; it must be handed over by a Connector object of "
+        "this namespace (by deleting that object while this one names it here).",
+    )
+
+
 class ConnectorOffsets(CamelModel):
     """Where a new connector starts, applied once: when the operator creates the connector.
 
@@ -216,9 +227,21 @@ class ConnectorOffsets(CamelModel):
     topics: list[str] = Field(
         default_factory=list, max_length=1000, description="setTo: limit to these of the topics the sink reads."
     )
+    from_: Annotated[
+        RenameFrom | None,
+        Field(
+            alias="from",
+            description="A rename: start where this old connector stopped (its offsets are carried over, then it "
+            "is deleted). Leave onCreate unset.",
+        ),
+    ] = None
 
     @model_validator(mode="after")
     def _one_way_to_set(self) -> ConnectorOffsets:
+        if self.from_ is not None and (
+            self.on_create != OnCreate.RESUME or self.entries or self.set_to or self.timestamp or self.topics
+        ):
+            raise ValueError("from carries the old connector's offsets over: leave onCreate, entries and setTo unset")
         given = bool(self.entries) + (self.set_to is not None)
         if self.on_create == OnCreate.SET and given != 1:
             raise ValueError("onCreate set needs exactly one of entries or setTo")
@@ -358,8 +381,12 @@ class VerbTokens(StatusModel):
 class OffsetsOnCreateStatus(StatusModel):
     """What happened to the connector's offsets when the operator created it."""
 
-    on_create: str = Field(description="resume, clear or set, as applied.")
-    state: str = Field(description="Applying, Applied or Failed (clear, set); Resumed (resume).")
+    on_create: str = Field(description="resume, clear, set or rename, as applied.")
+    state: str = Field(description="Applying, Applied or Failed (clear, set, rename); Resumed (resume).")
+    renamed_from: str | None = Field(default=None, description="rename: the old connector's name in Kafka Connect.")
+    carried: int | None = Field(
+        default=None, description="rename: partition offsets carried over from the old connector."
+    )
     offset_reset: str | None = Field(default=None, description="The OffsetReset that applies them (clear, set).")
     spec_hash: str | None = Field(default=None, description="Hash of the spec.offsets applied.")
     found_partitions: int | None = Field(

@@ -164,10 +164,13 @@ class ConnectorReconciler:
         *,
         periodic: bool,
         rivals: Sequence[Claim] = (),
+        old_claims: Sequence[Claim] = (),
     ) -> Outcome:
+        """``rivals``: the Connector objects naming the same connector; ``old_claims``: those
+        naming the connector spec.offsets.from renames (none without one)."""
         conditions = Conditions(obj.status.conditions, obj.generation, emit)
         status = ConnectorStatus(observed_generation=obj.generation)
-        error = await self._reconcile(obj, emit, periodic, rivals, status, conditions)
+        error = await self._reconcile(obj, emit, periodic, (rivals, old_claims), status, conditions)
         status.conditions = conditions.items
         return Outcome(status=status.patch(), error=error)
 
@@ -176,7 +179,7 @@ class ConnectorReconciler:
         obj: ConnectorObject,
         emit: EmitEvent,
         periodic: bool,
-        rivals: Sequence[Claim],
+        claims: tuple[Sequence[Claim], Sequence[Claim]],
         status: ConnectorStatus,
         conditions: Conditions,
     ) -> BaseException | None:
@@ -202,6 +205,7 @@ class ConnectorReconciler:
         try:
             cluster = handle = await self._clusters.resolve(obj.namespace, spec.cluster_ref.name)
             redactor.include(cluster.redactor)
+            rivals, old_claims = claims
             rival = await self._owned_elsewhere(obj, connector, cluster, rivals)
             if rival is not None:
                 message = conflict_message(connector, Claim(obj.namespace, obj.name, obj.uid, obj.created, ""), rival)
@@ -213,8 +217,20 @@ class ConnectorReconciler:
             refs = {k: (s.secret_key_ref.name, s.secret_key_ref.key) for k, s in spec.config_from.items()}
             now = time.monotonic()
             rotation = rotated_refs(refs, lambda secret: self._rotations.recent(obj.namespace, secret, now))
+            renamed = await self._renamed_claims(spec, cluster, old_claims)
             await self._apply(
-                obj, spec, connector, cluster, secret_values, redactor, conditions, status, emit, periodic, rotation
+                obj,
+                spec,
+                connector,
+                cluster,
+                secret_values,
+                redactor,
+                conditions,
+                status,
+                emit,
+                periodic,
+                rotation,
+                renamed,
             )
         except SpecInvalid as exc:
             conditions.set("Valid", False, exc.reason, str(exc), event_on_change=True, warning=True)
@@ -242,6 +258,8 @@ class ConnectorReconciler:
         except KubeError as exc:
             conditions.set("Ready", False, "KubernetesError", str(exc))
             return exc
+        except NotReadyYet as exc:
+            return exc  # the conditions already say what is awaited
         return None
 
     async def _owned_elsewhere(
@@ -256,6 +274,15 @@ class ConnectorReconciler:
         me = Claim(obj.namespace, obj.name, obj.uid, obj.created, cluster.name)
         found = owner(me, same)
         return None if found.uid == obj.uid else found
+
+    async def _renamed_claims(
+        self, spec: ConnectorSpec, cluster: ClusterHandle, claims: Sequence[Claim]
+    ) -> tuple[tuple[str, str], ...]:
+        """The Connector objects managing the connector a rename takes over, on this Kafka cluster."""
+        if spec.offsets is None or spec.offsets.from_ is None or not claims:
+            return ()
+        same = await self._clusters.same_kafka_cluster(cluster, list(claims), self._settings.capabilities_ttl_seconds)
+        return tuple((c.namespace, c.name) for c in same)
 
     async def _secret_values(self, namespace: str, spec: ConnectorSpec) -> dict[str, str]:
         values = {}
@@ -277,6 +304,7 @@ class ConnectorReconciler:
         emit: EmitEvent,
         periodic: bool,
         rotation: Mapping[str, tuple[str, str]],
+        renamed_claims: tuple[tuple[str, str], ...] = (),
     ) -> None:
         client = cluster.client
         _, caps = await cluster.capabilities(self._settings.capabilities_ttl_seconds)
@@ -287,7 +315,16 @@ class ConnectorReconciler:
             self._report(status, state, obj.status.auto_restart)
             return
         new = NewConnector(
-            client, obj.namespace, obj.name, obj.uid, spec, connector, desired, obj.status.offsets_on_create
+            client,
+            obj.namespace,
+            obj.name,
+            obj.uid,
+            spec,
+            connector,
+            desired,
+            obj.status.offsets_on_create,
+            old_claims=renamed_claims,
+            handed_over=obj.annotations.get(on_create_plan.HANDED_OVER),
         )
         pending = await self._on_create.pending(new, status, conditions, emit)
         if pending:
@@ -727,9 +764,57 @@ class ConnectorReconciler:
                 f"connector {connector} is held by {_holder_text(lock.holder, obj.namespace)}; it is deleted "
                 "from Kafka Connect when that reset ends (or when its OffsetReset is deleted)"
             )
+        heir = await self._heir(obj, connector, cluster)
+        if heir is not None:
+            # a rename takes it over: deleting it here would lose the offsets it is to carry
+            await self._kube.annotate(obj.namespace, "connectors", heir, {on_create_plan.HANDED_OVER: connector})
+            emit(
+                "Normal",
+                "HandedOver",
+                f"connector {connector} left in Kafka Connect for Connector {heir}, which renames it "
+                "(spec.offsets.from) and deletes it once its offsets are carried over",
+            )
+            return
         deleted = await cluster.client.delete(connector)
         if deleted:
             emit("Normal", "Deleted", f"connector {connector} deleted from Kafka Connect")
+        await self._abandoned_rename(obj, cluster, emit)
+
+    @staticmethod
+    async def _abandoned_rename(obj: ConnectorObject, cluster: ClusterHandle, emit: EmitEvent) -> None:
+        """A rename deleted before it finished leaves the old connector (stopped by it, its
+        offsets untouched) with no object managing it: never silently."""
+        marker = obj.status.offsets_on_create
+        if marker is None or marker.on_create != on_create_plan.RENAME or marker.state == on_create_plan.APPLIED:
+            return
+        old = marker.renamed_from
+        state = await cluster.client.get_status(old) if old else None
+        if old and state is not None:
+            emit(
+                "Warning",
+                "RenameAbandoned",
+                f"the rename from {old} did not finish: connector {old} is left {state.state} in Kafka Connect with "
+                "its offsets untouched, and no Connector object manages it",
+            )
+
+    async def _heir(self, obj: ConnectorObject, connector: str, cluster: ClusterHandle) -> str | None:
+        """The Connector object of this namespace that renames this one's connector
+        (spec.offsets.from) on the same Kafka cluster and has not created its own yet, if any."""
+        for other in await self._kube.custom_objects(obj.namespace, "connectors"):
+            meta = other.get("metadata") or {}
+            if meta.get("uid") == obj.uid or meta.get("deletionTimestamp"):
+                continue
+            spec = other.get("spec") or {}
+            if on_create_plan.renamed_from(spec) != connector:
+                continue
+            state = ((other.get("status") or {}).get("offsetsOnCreate") or {}).get("state")
+            if state == on_create_plan.APPLIED:
+                continue  # that rename is over: this is a namesake
+            claim = claim_of(obj.namespace, str(meta.get("name")), str(meta.get("uid")), "", spec)
+            ttl = self._settings.capabilities_ttl_seconds
+            if claim is not None and await self._clusters.same_kafka_cluster(cluster, [claim], ttl):
+                return claim.name
+        return None
 
 
 def _reconcile_paused(obj: ConnectorObject, conditions: Conditions) -> bool:

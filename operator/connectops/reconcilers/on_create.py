@@ -13,6 +13,18 @@ OffsetReset makes the next reconcile create it afresh.
 ``resume`` (the default): the connector is created as before, and the offsets Connect already
 holds under its name (left by an earlier connector of the same name) are reported in status and
 as a Warning Event.
+
+``from`` (a rename): Connect keys a source's offsets by connector name and a sink's by its
+``connect-<name>`` group, so a new name starts from nothing. The old connector must have been
+handed over: its Connector object (of this namespace) deleted while this one names it, which
+leaves it in Connect and marks this object (:data:`HANDED_OVER`); while that object still exists
+the rename waits. Then, each step idempotent: the marker is stored; the old connector is stopped
+and, once STOPPED with no task, its offsets are read over REST; the new connector is created
+STOPPED; the OffsetReset is created with the old offsets as its entries (and whatever an earlier
+namesake left under the new name removed): from here the entries are durable in its spec, and
+the reset's own lock, backup, read-back and crash safety apply. Only after it Succeeded is the
+old connector deleted (Connect keeps its offsets in Kafka; nothing reads them any more). A
+failure leaves the old connector STOPPED with its offsets untouched, and says so.
 """
 
 from __future__ import annotations
@@ -21,8 +33,10 @@ import contextlib
 from dataclasses import dataclass
 from typing import Any
 
+from connectops import failpoints
 from connectops.adapters.connect_rest import ConnectApi, ConnectConflict, ConnectError
 from connectops.adapters.kube import KubeClient, KubeObjectMissing
+from connectops.errors import NotReadyYet
 from connectops.models.base import GROUP, VERSION
 from connectops.models.connect_cluster import Capabilities
 from connectops.models.connector import ConnectorSpec, ConnectorStatus, OffsetsOnCreateStatus
@@ -31,8 +45,12 @@ from connectops.planning.on_create import (
     APPLIED,
     APPLYING,
     FAILED,
+    RENAME,
     RESUMED,
+    mode,
     offsets_hash,
+    rename_blocker,
+    rename_spec,
     reset_manifest,
     reset_name,
 )
@@ -41,6 +59,8 @@ from connectops.reconcilers.common import Conditions, EmitEvent
 CONDITION = "OffsetsOnCreate"
 #: how many of the offsets found under a reused name status shows
 FOUND_SHOWN = 10
+#: the most partition offsets a rename carries over: an OffsetReset holds at most this many entries
+MAX_CARRIED = 10000
 
 
 @dataclass(frozen=True)
@@ -56,6 +76,10 @@ class NewConnector:
     desired: dict[str, str]
     #: ``status.offsetsOnCreate`` as stored before this reconcile
     stored: OffsetsOnCreateStatus | None
+    #: a rename: the Connector objects (namespace, name) managing the old connector on the same
+    #: Kafka cluster, and this object's hand-over annotation
+    old_claims: tuple[tuple[str, str], ...] = ()
+    handed_over: str | None = None
 
 
 class OffsetsOnCreate:
@@ -86,8 +110,41 @@ class OffsetsOnCreate:
             conditions.set("Synced", False, "NeedsConnect37", "nothing was created")
             conditions.set("Ready", False, "NeedsConnect37", message)
             return
-        marker = await self._start(new, status)
+        renamed_from = None
+        if new.spec.offsets is not None and new.spec.offsets.from_ is not None:
+            renamed_from = new.spec.offsets.from_.connector
+            if not await self._may_rename(new, renamed_from, conditions):
+                return
+        marker = await self._start(new, status, renamed_from)
         await self._progress(new, marker, status, conditions, emit)
+
+    async def _may_rename(self, new: NewConnector, old: str, conditions: Conditions) -> bool:
+        """Whether the rename from ``old`` may start; if not, the conditions say why and nothing
+        was created or changed (the next reconcile looks again)."""
+        blocker = rename_blocker(old, new.connector, new.namespace, list(new.old_claims), new.handed_over)
+        if blocker is None and await new.client.get_connector(old) is None:
+            blocker = (
+                "RenameSourceMissing",
+                f"connector {old} does not exist in Kafka Connect: there is nothing to rename from (a Connector "
+                "object deleted before this one named it deletes its connector); remove spec.offsets.from to "
+                "create this connector afresh",
+                False,
+            )
+        if blocker is None:
+            found = len(await new.client.get_offsets(old))
+            if found > MAX_CARRIED:
+                blocker = (
+                    "RenameTooLarge",
+                    f"connector {old} has {found} partition offsets; a rename carries at most {MAX_CARRIED}",
+                    True,
+                )
+        if blocker is None:
+            return True
+        reason, message, _ = blocker
+        conditions.set(CONDITION, False, reason, message, event_on_change=True, warning=True)
+        conditions.set("Synced", False, reason, "nothing was created")
+        conditions.set("Ready", False, reason, message)
+        return False
 
     async def report(
         self,
@@ -105,15 +162,18 @@ class OffsetsOnCreate:
         elif not created:
             self._later(new.spec, new.stored, conditions)
 
-    async def _start(self, new: NewConnector, status: ConnectorStatus) -> OffsetsOnCreateStatus:
+    async def _start(
+        self, new: NewConnector, status: ConnectorStatus, renamed_from: str | None
+    ) -> OffsetsOnCreateStatus:
         """Store the marker before anything is created: from here on every reconcile finishes
         the job (see the module docstring)."""
         assert new.spec.offsets is not None
         marker = OffsetsOnCreateStatus(
-            on_create=str(new.spec.offsets.on_create),
+            on_create=mode(new.spec.offsets),
             state=APPLYING,
             offset_reset=reset_name(new.object_name, new.uid),
             spec_hash=offsets_hash(new.spec.offsets),
+            renamed_from=renamed_from,
             message="the connector is created STOPPED; an OffsetReset applies spec.offsets before its first task runs",
         )
         status.offsets_on_create = marker
@@ -130,6 +190,13 @@ class OffsetsOnCreate:
         emit: EmitEvent,
     ) -> bool:
         """Carry the job on; True while the Connector must change nothing else (applying, or failed)."""
+        name = marker.offset_reset or reset_name(new.object_name, new.uid)
+        if marker.on_create == RENAME and marker.renamed_from:
+            carried = await self._carry_over(new, marker, name, status, conditions, emit)
+            if carried is not None:
+                marker = carried
+            elif status.offsets_on_create is not None and status.offsets_on_create.state == FAILED:
+                return True
         if await new.client.get_connector(new.connector) is None:
             # a conflict: created concurrently, or by an attempt whose answer was lost
             with contextlib.suppress(ConnectConflict):
@@ -140,13 +207,13 @@ class OffsetsOnCreate:
                 f"connector {new.connector} created STOPPED: spec.offsets ({marker.on_create}) is applied "
                 "before its first task runs",
             )
-        name = marker.offset_reset or reset_name(new.object_name, new.uid)
         reset = await self._reset(new, name)
         phase = reset.phase
         if phase == "Succeeded":
-            done = marker.model_copy(
-                update={"state": APPLIED, "message": f"applied by OffsetReset {name} before the first task ran"}
-            )
+            message = f"applied by OffsetReset {name} before the first task ran"
+            if marker.on_create == RENAME and marker.renamed_from:
+                message = await self._retire(new, marker.renamed_from, marker.carried, name, emit)
+            done = marker.model_copy(update={"state": APPLIED, "message": message})
             status.offsets_on_create = done
             conditions.set(
                 CONDITION,
@@ -159,8 +226,13 @@ class OffsetsOnCreate:
         if phase == "Failed":
             succeeded = next((c for c in reset.conditions if c.type == "Succeeded"), None)
             why = succeeded.message if succeeded is not None else "see the OffsetReset"
+            old = (
+                f" Connector {marker.renamed_from} (renamed from) is left STOPPED with its offsets untouched."
+                if marker.on_create == RENAME
+                else ""
+            )
             message = (
-                f"OffsetReset {name} failed: {why}. The connector is as that reset left it; delete the "
+                f"OffsetReset {name} failed: {why}. The connector is as that reset left it;{old} delete the "
                 "OffsetReset to try again"
             )
             status.offsets_on_create = marker.model_copy(update={"state": FAILED, "message": message[:1000]})
@@ -175,6 +247,82 @@ class OffsetsOnCreate:
         conditions.set("Synced", False, "ApplyingOffsets", "changes wait until spec.offsets is applied")
         conditions.set("Ready", False, "ApplyingOffsets", message)
         return True
+
+    async def _carry_over(
+        self,
+        new: NewConnector,
+        marker: OffsetsOnCreateStatus,
+        name: str,
+        status: ConnectorStatus,
+        conditions: Conditions,
+        emit: EmitEvent,
+    ) -> OffsetsOnCreateStatus | None:
+        """Until the OffsetReset exists: stop the old connector, read its offsets, create the new
+        connector STOPPED and the OffsetReset that writes them. Each step is safe to repeat (a
+        crash between them redoes them). Returns the marker with what was carried, or None (the
+        reset exists already, or this failed: ``status`` then says so)."""
+        with contextlib.suppress(KubeObjectMissing):
+            await self._kube.custom_object(new.namespace, "offsetresets", name)
+            return None
+        old = marker.renamed_from
+        assert old is not None
+        if await new.client.get_connector(old) is None:
+            message = (
+                f"connector {old} vanished before its offsets were read: nothing was written; delete this Connector "
+                "and create it without spec.offsets.from"
+            )
+            status.offsets_on_create = marker.model_copy(update={"state": FAILED, "message": message})
+            conditions.set(CONDITION, False, "RenameSourceMissing", message, event_on_change=True, warning=True)
+            conditions.set("Synced", False, "OffsetsOnCreateFailed", "nothing was created")
+            conditions.set("Ready", False, "OffsetsOnCreateFailed", message)
+            return None
+        state = await new.client.get_status(old)
+        if state is None or state.state != "STOPPED" or state.tasks:
+            await new.client.stop(old)
+            message = f"connector {old} is being stopped so its offsets can be carried over to {new.connector}"
+            conditions.set(CONDITION, None, "Renaming", message, event_on_change=True)
+            conditions.set("Synced", False, "ApplyingOffsets", "changes wait until spec.offsets is applied")
+            conditions.set("Ready", False, "ApplyingOffsets", message)
+            # its tasks commit their last offsets as they stop: read only once none is left
+            raise NotReadyYet(f"waiting for connector {old} to stop before its offsets are read")
+        failpoints.hit("rename", "stopped")
+        carried = [e for e in await new.client.get_offsets(old) if e.get("offset") is not None]
+        if len(carried) > MAX_CARRIED:
+            await new.client.resume(old)
+            message = f"connector {old} has {len(carried)} partition offsets; a rename carries at most {MAX_CARRIED}"
+            status.offsets_on_create = marker.model_copy(update={"state": FAILED, "message": message})
+            conditions.set(CONDITION, False, "RenameTooLarge", message, event_on_change=True, warning=True)
+            conditions.set("Ready", False, "OffsetsOnCreateFailed", message)
+            return None
+        if await new.client.get_connector(new.connector) is None:
+            with contextlib.suppress(ConnectConflict):
+                await new.client.create(new.connector, new.desired, "STOPPED")
+            emit("Normal", "Created", f"connector {new.connector} created STOPPED: it takes over from {old}")
+        leftover = [e for e in await new.client.get_offsets(new.connector) if e.get("offset") is not None]
+        assert new.spec.offsets is not None
+        spec = rename_spec(new.object_name, carried, leftover)
+        manifest = reset_manifest(new.spec.offsets, new.namespace, new.object_name, new.uid, spec=spec)
+        await self._kube.create_object(GROUP, VERSION, new.namespace, "offsetresets", manifest)
+        failpoints.hit("rename", "reset-created")
+        emit(
+            "Normal",
+            "RenameCarrying",
+            f"OffsetReset {name} writes the {len(carried)} partition offset(s) of {old} for {new.connector}",
+        )
+        updated = marker.model_copy(update={"carried": len(carried)})
+        status.offsets_on_create = updated
+        return updated
+
+    async def _retire(self, new: NewConnector, old: str, carried: int | None, name: str, emit: EmitEvent) -> str:
+        """The new connector verifiably holds the old one's offsets: the old one goes."""
+        if await new.client.delete(old):
+            emit("Normal", "Renamed", f"connector {new.connector} took over from {old}, which was deleted")
+        failpoints.hit("rename", "old-deleted")
+        return (
+            f"renamed from {old}: {carried if carried is not None else 'its'} partition offset(s) carried over by "
+            f"OffsetReset {name} before the first task ran; {old} was deleted from Kafka Connect (Connect keeps its "
+            "offsets in Kafka, unused)"
+        )
 
     async def _reset(self, new: NewConnector, name: str) -> OffsetResetStatus:
         """The OffsetReset's status; created (by its fixed name) when missing."""

@@ -234,3 +234,15 @@ async def test_deleting_the_new_object_mid_rename_says_the_old_connector_is_left
     assert abandoned
     assert abandoned[0].type == "Warning"
     assert "orders-v1 is left STOPPED" in abandoned[0].message
+
+
+async def test_a_failed_reset_is_reported_again_at_every_reconcile() -> None:
+    world = world_with_old()
+    await world.reconcile()
+    await world.reconcile()
+    finish_reset(world, "Failed")
+    await world.reconcile()
+    await world.reconcile()  # from the stored Failed marker: the reset's failure is still what it says
+    assert world.status["offsetsOnCreate"]["state"] == "Failed"
+    assert world.reasons()["OffsetsOnCreate"] == ("False", "ResetFailed")
+    assert world.connect.connectors[OLD].target == "STOPPED"

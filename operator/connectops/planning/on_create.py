@@ -59,25 +59,23 @@ def mode(offsets: ConnectorOffsets) -> str:
 
 def rename_blocker(
     old: str, new: str, namespace: str, claims: list[tuple[str, str]], handed_over: str | None
-) -> tuple[str, str, bool] | None:
-    """Why a rename from connector ``old`` cannot start yet: (reason, message, for good?), or
-    None. ``claims``: (namespace, object name) of the Connector objects that manage ``old`` on
+) -> tuple[str, str] | None:
+    """Why a rename from connector ``old`` cannot start (now): (reason, message), or None; every
+    reconcile asks again. ``claims``: (namespace, object name) of the Connector objects that manage ``old`` on
     the same Kafka cluster; ``handed_over``: this object's hand-over annotation."""
     if old == new:
-        return "RenameInvalid", f"spec.offsets.from names this connector itself ({new})", True
+        return "RenameInvalid", f"spec.offsets.from names this connector itself ({new})"
     for claim_namespace, claim_name in claims:
         if claim_namespace != namespace:
             return (
                 "RenameRefused",
                 f"connector {old} is managed by a Connector object in another namespace: only a connector managed "
                 "in this namespace can be renamed from; nothing was changed",
-                True,
             )
         return (
             "RenameWaiting",
             f"Connector {claim_name} still manages connector {old}: remove it (its deletion hands {old} over to "
             f"this rename instead of deleting it from Kafka Connect); nothing is created until then",
-            False,
         )
     if handed_over != old:
         return (
@@ -85,7 +83,6 @@ def rename_blocker(
             f"connector {old} was not handed over by a Connector object of this namespace (deleting one while this "
             "object names it in spec.offsets.from hands it over): only a connector managed here can be renamed "
             "from; nothing was changed",
-            False,
         )
     return None
 

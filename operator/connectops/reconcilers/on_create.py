@@ -128,7 +128,6 @@ class OffsetsOnCreate:
                 f"connector {old} does not exist in Kafka Connect: there is nothing to rename from (a Connector "
                 "object deleted before this one named it deletes its connector); remove spec.offsets.from to "
                 "create this connector afresh",
-                False,
             )
         if blocker is None:
             found = len(await new.client.get_offsets(old))
@@ -136,11 +135,10 @@ class OffsetsOnCreate:
                 blocker = (
                     "RenameTooLarge",
                     f"connector {old} has {found} partition offsets; a rename carries at most {MAX_CARRIED}",
-                    True,
                 )
         if blocker is None:
             return True
-        reason, message, _ = blocker
+        reason, message = blocker
         conditions.set(CONDITION, False, reason, message, event_on_change=True, warning=True)
         conditions.set("Synced", False, reason, "nothing was created")
         conditions.set("Ready", False, reason, message)
@@ -193,10 +191,9 @@ class OffsetsOnCreate:
         name = marker.offset_reset or reset_name(new.object_name, new.uid)
         if marker.on_create == RENAME and marker.renamed_from:
             carried = await self._carry_over(new, marker, name, status, conditions, emit)
-            if carried is not None:
-                marker = carried
-            elif status.offsets_on_create is not None and status.offsets_on_create.state == FAILED:
-                return True
+            if carried is not marker and carried.state == FAILED:
+                return True  # failed just now, before any reset (a failed reset is judged below)
+            marker = carried
         if await new.client.get_connector(new.connector) is None:
             # a conflict: created concurrently, or by an attempt whose answer was lost
             with contextlib.suppress(ConnectConflict):
@@ -256,14 +253,14 @@ class OffsetsOnCreate:
         status: ConnectorStatus,
         conditions: Conditions,
         emit: EmitEvent,
-    ) -> OffsetsOnCreateStatus | None:
+    ) -> OffsetsOnCreateStatus:
         """Until the OffsetReset exists: stop the old connector, read its offsets, create the new
         connector STOPPED and the OffsetReset that writes them. Each step is safe to repeat (a
-        crash between them redoes them). Returns the marker with what was carried, or None (the
-        reset exists already, or this failed: ``status`` then says so)."""
+        crash between them redoes them). Returns the marker: as it was once the reset exists,
+        with what was carried, or Failed (also in ``status``, with the conditions saying why)."""
         with contextlib.suppress(KubeObjectMissing):
             await self._kube.custom_object(new.namespace, "offsetresets", name)
-            return None
+            return marker
         old = marker.renamed_from
         assert old is not None
         if await new.client.get_connector(old) is None:
@@ -271,11 +268,11 @@ class OffsetsOnCreate:
                 f"connector {old} vanished before its offsets were read: nothing was written; delete this Connector "
                 "and create it without spec.offsets.from"
             )
-            status.offsets_on_create = marker.model_copy(update={"state": FAILED, "message": message})
+            failed = status.offsets_on_create = marker.model_copy(update={"state": FAILED, "message": message})
             conditions.set(CONDITION, False, "RenameSourceMissing", message, event_on_change=True, warning=True)
             conditions.set("Synced", False, "OffsetsOnCreateFailed", "nothing was created")
             conditions.set("Ready", False, "OffsetsOnCreateFailed", message)
-            return None
+            return failed
         state = await new.client.get_status(old)
         if state is None or state.state != "STOPPED" or state.tasks:
             await new.client.stop(old)
@@ -290,10 +287,10 @@ class OffsetsOnCreate:
         if len(carried) > MAX_CARRIED:
             await new.client.resume(old)
             message = f"connector {old} has {len(carried)} partition offsets; a rename carries at most {MAX_CARRIED}"
-            status.offsets_on_create = marker.model_copy(update={"state": FAILED, "message": message})
+            failed = status.offsets_on_create = marker.model_copy(update={"state": FAILED, "message": message})
             conditions.set(CONDITION, False, "RenameTooLarge", message, event_on_change=True, warning=True)
             conditions.set("Ready", False, "OffsetsOnCreateFailed", message)
-            return None
+            return failed
         if await new.client.get_connector(new.connector) is None:
             with contextlib.suppress(ConnectConflict):
                 await new.client.create(new.connector, new.desired, "STOPPED")

@@ -24,6 +24,7 @@ from tests.e2e.test_offset_reset_crash import crash_env
 from tests.e2e.test_offset_reset_e2e import LINES, offsets
 from tests.e2e.test_offset_truth_sink import SINK, Log, Output, group_commits
 from tests.e2e.test_offsets_on_create import (
+    Bystander,
     on_create,
     one_partition_topic,
     position_in_offsets_topic,
@@ -31,6 +32,7 @@ from tests.e2e.test_offsets_on_create import (
     setup_cluster,
     source,
 )
+from tests.env.records import assert_end_offsets_true
 from tests.env.servers import ConnectWorker
 
 __all__ = ["crash_env"]  # the fixture of tests/e2e/test_offset_reset_crash.py: its own namespace and operator
@@ -60,16 +62,23 @@ def _rename(k8s: K8s, rest: ConnectREST, old: str, new: str, spec: dict[str, Any
     return reset
 
 
+def _source_files(connect: ConnectWorker, tmp_path: Path, prefix: str) -> tuple[str, str, Path, dict[str, Any]]:
+    """Old and new connector names, a one-partition topic, the input file and the source spec."""
+    run = uuid.uuid4().hex[:6]
+    path = tmp_path / f"{run}.txt"
+    path.write_text("".join(line + "\n" for line in LINES))
+    topic = one_partition_topic(connect)
+    return f"{prefix}-{run}-v1", f"{prefix}-{run}-v2", path, source(path, topic)
+
+
 def test_a_running_source_is_renamed_without_losing_or_repeating_a_line(
     k8s: K8s, connect: ConnectWorker, tmp_path: Path
 ) -> None:
     setup_cluster(k8s, connect)
     rest = ConnectREST(connect)
-    run = uuid.uuid4().hex[:6]
-    old, new, topic = f"src-{run}-v1", f"src-{run}-v2", one_partition_topic(connect)
-    path = tmp_path / f"{run}.txt"
-    path.write_text("".join(line + "\n" for line in LINES))
-    spec = source(path, topic)
+    bystander = Bystander(k8s, connect, tmp_path)  # another source: the rename must not touch it
+    old, new, path, spec = _source_files(connect, tmp_path, "src")
+    topic = spec["config"]["topic"]
     k8s.create("connectors", old, spec, "Connector")
     k8s.wait_condition("connectors", old, "Ready", "True")
     size = path.stat().st_size
@@ -91,6 +100,7 @@ def test_a_running_source_is_renamed_without_losing_or_repeating_a_line(
     wait_for(lambda: len(produced(connect, topic)) >= len(LINES) + len(more), 60, "the appended lines")
     wait_for(lambda: offsets(rest, new)[0]["offset"]["position"] == path.stat().st_size, 60, "committed again")
     assert produced(connect, topic) == LINES + more
+    bystander.untouched()  # its offsets-topic records byte for byte, and its output
 
 
 def test_a_sink_is_renamed_with_its_group_offsets(k8s: K8s, connect: ConnectWorker, tmp_path: Path) -> None:
@@ -102,6 +112,7 @@ def test_a_sink_is_renamed_with_its_group_offsets(k8s: K8s, connect: ConnectWork
     admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
     log = Log(connect.bootstrap)
     log.produce(topic, {0: 3, 1: 2}, "a")
+    assert_end_offsets_true(connect.bootstrap, topic)  # the group offsets below are compared with these
     first, second = Output(tmp_path / f"{old}.out"), Output(tmp_path / f"{new}.out")
     spec = {"clusterRef": {"name": "main"}, "class": SINK, "config": {"file": str(first.path), "topics": topic}}
     k8s.create("connectors", old, spec, "Connector")
@@ -124,6 +135,7 @@ def test_a_sink_is_renamed_with_its_group_offsets(k8s: K8s, connect: ConnectWork
 
     # nothing replayed: the new sink writes only what is produced after the rename
     log.produce(topic, {0: 2, 1: 1}, "b")
+    assert_end_offsets_true(connect.bootstrap, topic)
     fresh = log.after(ends)
     assert second.new(fresh) == fresh
     assert sum(fresh.values()) == 3
@@ -139,11 +151,8 @@ def test_a_rename_survives_a_crash_at_each_step(
     deleted; a fresh process ends with exactly one connector, at the old one's offsets."""
     k8s, operator = crash_env
     rest = ConnectREST(connect)
-    run = uuid.uuid4().hex[:6]
-    old, new, topic = f"crash-{run}-v1", f"crash-{run}-v2", one_partition_topic(connect)
-    path = tmp_path / f"{run}.txt"
-    path.write_text("".join(line + "\n" for line in LINES))
-    spec = source(path, topic)
+    old, new, path, spec = _source_files(connect, tmp_path, "crash")
+    topic = spec["config"]["topic"]
 
     operator.start(failpoint=point)
     k8s.create("connectclusters", "main", connect_cluster_spec(connect), "ConnectCluster")

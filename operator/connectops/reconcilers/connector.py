@@ -151,6 +151,8 @@ class ConnectorReconciler:
         self._settings = settings
         self._checks = checks
         self._acted: dict[str, VerbTokens] = {}
+        #: the restart bookkeeping this process wrote last per object (see :meth:`_apply`)
+        self._books: dict[str, AutoRestartStatus] = {}
         self._on_create = OffsetsOnCreate(kube)
         self._missing_plugin: dict[str, str] = {}
         #: the latest check this process launched or read per object (see :meth:`_check`)
@@ -311,8 +313,13 @@ class ConnectorReconciler:
         desired = render_config(spec, connector, secret_values)
         live, state = await asyncio.gather(client.get_config(connector), client.get_status(connector))
         observed = observe(state, live)
+        # The body a handler gets can predate the status patch of the handler before it (kopf
+        # patches after the handler returns, outside the per-object lock): a resync timer queued
+        # behind a change would count from the old book and restart a failed task a second time.
+        # What this process wrote last is remembered; the status is the record across restarts.
+        book_raw = self._books.get(obj.uid) or obj.status.auto_restart
         if _reconcile_paused(obj, conditions):
-            self._report(status, state, obj.status.auto_restart)
+            self._report(status, state, book_raw)
             return
         new = NewConnector(
             client,
@@ -328,13 +335,12 @@ class ConnectorReconciler:
         )
         pending = await self._on_create.pending(new, status, conditions, emit)
         if pending:
-            self._report(status, state, obj.status.auto_restart)
+            self._report(status, state, book_raw)
             return
         if pending is False:  # applied just now: the reset moved the connector, look again
             live, state = await asyncio.gather(client.get_config(connector), client.get_status(connector))
             observed = observe(state, live)
         lock = await self._reset_lock(obj.namespace, cluster, connector)
-        book_raw = obj.status.auto_restart
         book = RestartBook(count=book_raw.count, last_restart_at=epoch_of(book_raw.last_restart_time))
         plan = plan_connector(
             spec,
@@ -362,6 +368,7 @@ class ConnectorReconciler:
         book_raw, watch, feed = await self._act_all(
             plan.actions, cluster, connector, desired, state, book, book_raw, emit, periodic, rotation
         )
+        self._books[obj.uid] = book_raw
         conditions.set("Synced", True, "Synced", "live config matches the spec")
         await self._on_create.report(new, caps, created, status, conditions, emit)
 
@@ -385,7 +392,7 @@ class ConnectorReconciler:
         else:
             conditions.set("Ready", ready.ready, ready.reason, ready.message)
         if ready.ready and book.count:
-            book_raw = AutoRestartStatus(count=0, last_restart_time=book_raw.last_restart_time)
+            book_raw = self._books[obj.uid] = AutoRestartStatus(count=0, last_restart_time=book_raw.last_restart_time)
         self._report(status, state, book_raw)
         if state is not None:
             await self._restarts(obj, spec, cluster, connector, state, book_raw, status, emit)
@@ -728,7 +735,8 @@ class ConnectorReconciler:
     async def delete(self, obj: ConnectorObject, emit: EmitEvent, *, rivals: Sequence[Claim] = ()) -> None:
         """Remove the connector from Connect. A vanished ConnectCluster cannot be reached any
         more, so the finalizer is released with a warning instead of blocking deletion forever."""
-        self._last_checks.pop(obj.uid, None)
+        for memo in (self._last_checks, self._books, self._acted):
+            memo.pop(obj.uid, None)
         try:
             spec = ConnectorSpec.model_validate(obj.spec)
         except ValidationError:

@@ -380,11 +380,26 @@ def topic_lag_table(partitions: DataFrame) -> DataFrame:
     return agg.withColumn("eta_s", eta_seconds(F.col("lag"), F.col("consume_rate"), F.col("produce_rate")))
 
 
-def member_loads(assignments: DataFrame, members: DataFrame) -> DataFrame:
-    """Partitions held per member, members holding nothing included (they count in the mean)."""
-    counts = assignments.groupBy("member_id").agg(F.count(F.lit(1)).alias("partitions"))
+def member_loads(assignments: DataFrame, members: DataFrame, parts: DataFrame) -> DataFrame:
+    """Partitions, current lag and window traffic per member, members holding nothing included
+    (they count in the mean): equal partition counts can still hide one member holding the hot
+    partitions, which only the lag and traffic per member show."""
+    measured = parts.select(*TP, "lag", "traffic")
+    counts = (
+        assignments.join(measured, TP, "left")
+        .groupBy("member_id")
+        .agg(
+            F.count(F.lit(1)).alias("partitions"),
+            F.coalesce(F.sum("lag"), F.lit(0)).alias("lag"),
+            F.coalesce(F.sum("traffic"), F.lit(0)).alias("traffic"),
+        )
+    )
+    zero = F.lit(0).cast("long")
     return members.join(counts, "member_id", "left").select(
-        "member_id", "client_id", "task_id", F.coalesce(F.col("partitions"), F.lit(0)).alias("partitions")
+        "member_id",
+        "client_id",
+        "task_id",
+        *[F.coalesce(F.col(c), zero).alias(c) for c in ("partitions", "lag", "traffic")],
     )
 
 
@@ -451,13 +466,15 @@ def _collect(
     topic_lags = [_topic_lag(r) for r in topic_lag_table(parts).collect()]
     members: list[MemberLoad] = []
     if tables.owners_known:
-        loads = member_loads(frames["assignments"], frames["members"]).orderBy(F.desc("partitions"), "member_id")
+        loads = member_loads(frames["assignments"], frames["members"], parts).orderBy(F.desc("partitions"), "member_id")
         members = [
             MemberLoad(
                 member_id=r["member_id"],
                 client_id=r["client_id"],
                 task_id=r["task_id"],
                 partitions=int(r["partitions"]),
+                lag=int(r["lag"]),
+                traffic=int(r["traffic"]),
             )
             for r in loads.collect()
         ]

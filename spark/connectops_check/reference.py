@@ -268,11 +268,15 @@ def traffic_stats(partitions: pd.DataFrame) -> pd.DataFrame:
     return agg.reset_index()
 
 
-def member_loads(assignments: pd.DataFrame, members: pd.DataFrame) -> pd.DataFrame:
-    counts = assignments.groupby("member_id").size().rename("partitions")
+def member_loads(assignments: pd.DataFrame, members: pd.DataFrame, parts: pd.DataFrame) -> pd.DataFrame:
+    held = assignments.merge(parts[[*TP, "lag", "traffic"]], on=TP, how="left")
+    counts = held.groupby("member_id").agg(
+        partitions=("member_id", "size"), lag=("lag", "sum"), traffic=("traffic", "sum")
+    )
     out = members.merge(counts, left_on="member_id", right_index=True, how="left")
-    out["partitions"] = out["partitions"].fillna(0).astype("int64")
-    return out[["member_id", "client_id", "task_id", "partitions"]]
+    for column in ("partitions", "lag", "traffic"):
+        out[column] = out[column].fillna(0).astype("int64")
+    return out[["member_id", "client_id", "task_id", "partitions", "lag", "traffic"]]
 
 
 def partition_frame(
@@ -311,13 +315,17 @@ def compute(
     members_out: list[MemberLoad] = []
     unassigned: int | None = None
     if tables.owners_known:
-        loads = member_loads(assignments, members).sort_values(["partitions", "member_id"], ascending=[False, True])
+        loads = member_loads(assignments, members, parts).sort_values(
+            ["partitions", "member_id"], ascending=[False, True]
+        )
         members_out = [
             MemberLoad(
                 member_id=str(r["member_id"]),
                 client_id=str(r["client_id"]),
                 task_id=None if pd.isna(r["task_id"]) else int(r["task_id"]),
                 partitions=int(r["partitions"]),
+                lag=int(r["lag"]),
+                traffic=int(r["traffic"]),
             )
             for r in loads.to_dict("records")
         ]

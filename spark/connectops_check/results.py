@@ -109,10 +109,16 @@ class TrafficStats:
 
 @dataclass(frozen=True, slots=True)
 class MemberLoad:
+    """What one group member holds: partitions counted over its whole assignment; ``lag`` and
+    ``traffic`` summed over those of its partitions the check measured (a partition outside the
+    connector's topics adds nothing to either)."""
+
     member_id: str
     client_id: str
     task_id: int | None
     partitions: int
+    lag: int = 0
+    traffic: int = 0
 
 
 @dataclass(slots=True)

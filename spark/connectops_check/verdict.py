@@ -182,16 +182,29 @@ def assignment_balance(members: list[MemberLoad], threshold: float) -> dict[str,
         "topMembers": top_k,
         "topMembersShare": top_share,
         "rangeAssignorPattern": n >= 2 and not balanced and top_share > RANGE_PARTITION_SHARE,
+        "traffic": _member_spread([m.traffic for m in members]),
+        "lag": _member_spread([m.lag for m in members]),
         "perMember": [
             {
                 "memberId": m.member_id,
                 "clientId": m.client_id,
                 "taskId": m.task_id,
                 "partitions": m.partitions,
+                "lag": m.lag,
+                "traffic": m.traffic,
             }
             for m in members
         ],
     }
+
+
+def _member_spread(values: list[int]) -> dict[str, Any]:
+    """Total, mean and max over the members (holders of nothing count: they are the idle side of
+    an imbalance), max/mean null when the total is 0."""
+    total = sum(values)
+    mean = total / len(values) if values else 0.0
+    top = max(values, default=0)
+    return {"total": total, "mean": mean, "max": top, "maxOverMean": top / mean if mean else None}
 
 
 def build(
@@ -457,6 +470,23 @@ def _balance_block(snapshot: Snapshot, results: MetricResults, settings: Setting
                     "RANGE_ASSIGNOR_PATTERN",
                     f"top {assignment['topMembers']} of {assignment['members']} members hold "
                     f"{assignment['topMembersShare']:.0%} of the partitions",
+                )
+            # only where the counts look fine: an uneven count is reported above, and its traffic
+            # skew is that count again; equal counts with the hot partitions on one member are
+            # the imbalance partition counts cannot show
+            traffic = assignment["traffic"]
+            if (
+                assignment["balanced"]
+                and assignment["members"] >= 2
+                and traffic["total"] >= settings.min_traffic
+                and traffic["maxOverMean"] > settings.max_skew
+            ):
+                busiest = max(results.members, key=lambda m: (m.traffic, m.member_id))
+                reasons.add(
+                    "DEGRADED",
+                    "MEMBER_TRAFFIC_SKEW",
+                    f"member {busiest.client_id or busiest.member_id} ({busiest.partitions} partitions) carries "
+                    f"{traffic['maxOverMean']:.2f}x the mean traffic per member (maxSkew {settings.max_skew})",
                 )
             if results.unassigned_partitions:
                 reasons.add(

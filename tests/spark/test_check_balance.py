@@ -93,6 +93,27 @@ def test_window_start_offsets_and_fallback(engine: str, spark: SparkSession) -> 
 
 
 @pytest.mark.parametrize("engine", ENGINES)
+def test_member_lag_and_traffic(engine: str, spark: SparkSession) -> None:
+    """Per member: lag and traffic summed over its partitions by hand; a partition it holds
+    outside the measured topics counts as a partition but adds no lag or traffic."""
+    hs = [
+        History("t", 0, [0, 50], [0, 40]),  # traffic 50, lag 10
+        History("t", 1, [0, 30], [0, 30]),  # traffic 30, lag 0
+        History("t", 2, [0, 200], [0, 20]),  # traffic 200, lag 180
+        History("u", 0, [5, 5], [5, 2]),  # traffic 0, lag 3
+    ]
+    members = [member(0, ("t", 0), ("t", 1), ("other", 7)), member(1, ("t", 2), ("u", 0)), member(2)]
+    res = run_engine(
+        engine, spark, snapshot(hs, members=members, window_start=[(h.topic, h.partition, h.log_end[0]) for h in hs])
+    )
+    assert [(m.member_id, m.partitions, m.lag, m.traffic) for m in res.members] == [
+        ("m0", 3, 10 + 0, 50 + 30),
+        ("m1", 2, 180 + 3, 200 + 0),
+        ("m2", 0, 0, 0),
+    ]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
 def test_member_loads_and_unassigned(engine: str, spark: SparkSession) -> None:
     hs = [History("t", p, [10, 10], [10, 10]) for p in range(5)]
     members = [member(0, ("t", 0), ("t", 1), ("t", 2)), member(1, ("t", 3)), member(2)]

@@ -228,6 +228,26 @@ class TestVerdict:
         assert codes(doc) == {"TASK_FAILED", "ASSIGNMENT_UNBALANCED", "RANGE_ASSIGNOR_PATTERN"}
         assert doc["headline"]["assignmentMaxOverMean"] == pytest.approx(2.5)
 
+    def test_equal_counts_hiding_the_hot_partitions_on_one_member(self, spark: SparkSession) -> None:
+        """Every topic is even and every member holds 3 partitions, but one member holds all of
+        the busy topic: 1200 of 1320 records, 1200 / (1320 / 3) = 2.727x the mean per member."""
+        hs = [steady("hot", p, 400) for p in range(3)] + [steady("cold", p, 20) for p in range(6)]
+        members = [
+            member(0, *[("hot", p) for p in range(3)]),
+            member(1, *[("cold", p) for p in range(3)]),
+            member(2, *[("cold", p) for p in range(3, 6)]),
+        ]
+        tasks = [TaskInfo(i, "w", "RUNNING") for i in range(3)]
+        doc = run_check(snapshot(hs, members=members, tasks=tasks), Settings(), spark)
+        assert codes(doc) == {"MEMBER_TRAFFIC_SKEW"}, doc["reasons"]
+        assignment = doc["balance"]["assignment"]
+        assert assignment["balanced"] is True
+        assert assignment["traffic"]["total"] == 1320
+        assert assignment["traffic"]["maxOverMean"] == pytest.approx(1200 / 440)
+        assert [m["traffic"] for m in assignment["perMember"]] == [1200, 60, 60]
+        assert "2.73x the mean traffic per member" in doc["reasons"][0]["message"]
+        assert doc["verdict"] == "DEGRADED"
+
     def test_unassigned_partitions_and_missing_ownership(self, spark: SparkSession) -> None:
         hs = [steady("t", p, 200) for p in range(2)]
         doc = run_check(snapshot(hs, members=[member(0, ("t", 0))]), Settings(), spark)

@@ -27,7 +27,14 @@ LAG_CODES = frozenset({"BURROW_ERR", "BURROW_WARN", "LAG_ABOVE_MAX", "LAG_WHILE_
 #: verdicts that are fine given what the connector is meant to do: LagHealthy=True, this reason
 INTENT_VERDICTS = {"PAUSED": "PausedBySpec", "STOPPED": "StoppedBySpec", "CATCHING_UP": "CatchingUp"}
 BALANCE_CODES = frozenset(
-    {"TRAFFIC_SKEW", "TRAFFIC_GINI", "ASSIGNMENT_UNBALANCED", "RANGE_ASSIGNOR_PATTERN", "UNASSIGNED_PARTITIONS"}
+    {
+        "TRAFFIC_SKEW",
+        "TRAFFIC_GINI",
+        "ASSIGNMENT_UNBALANCED",
+        "RANGE_ASSIGNOR_PATTERN",
+        "MEMBER_TRAFFIC_SKEW",
+        "UNASSIGNED_PARTITIONS",
+    }
 )
 
 _INTENT_CODES = frozenset({"CONNECTOR_PAUSED", "CONNECTOR_STOPPED", "CATCHING_UP"})

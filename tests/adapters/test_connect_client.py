@@ -151,3 +151,17 @@ def test_health_before_kafka_3_9_and_a_foreign_answer(proxy: FaultProxy) -> None
     proxy.add_rule(FaultRule("status", path=r"^/health$", status_code=503, body={"up": False}))
     with pytest.raises(NotKafkaConnect, match="KIP-1017"):
         asyncio.run(health(proxy))
+
+
+def test_a_closed_client_says_unavailable_and_sends_nothing(proxy: FaultProxy) -> None:
+    """The operator closes its clients when it stops, while a resync may still be at work: that
+    call fails as a typed, retryable error (not httpx's RuntimeError) and reaches no worker."""
+
+    async def closed_then_read() -> None:
+        c = client(proxy)
+        await c.aclose()
+        await c.get_config("anything")
+
+    with pytest.raises(ConnectUnavailable, match="not sent, the operator is stopping"):
+        asyncio.run(closed_then_read())
+    assert proxy.requests == []

@@ -274,33 +274,21 @@ class GroupsProxy(LatencyProxy):
         #: describe requests answered here, per (api key, version)
         self.answered: Counter[tuple[int, int]] = Counter()
 
-    async def _handle(self, client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._tasks.add(task)
-        try:
-            try:
-                upstream_reader, upstream_writer = await asyncio.open_connection(*self.upstream)
-            except OSError:
-                return
-            # one future per request, in request order: answered here at once, or by the broker
-            slots: asyncio.Queue[asyncio.Future[bytes]] = asyncio.Queue()
-            forwarded: deque[asyncio.Future[bytes]] = deque()
-            pumps = [
-                asyncio.create_task(self._requests(client_reader, upstream_writer, slots, forwarded)),
-                asyncio.create_task(self._answers(upstream_reader, forwarded)),
-                asyncio.create_task(self._replies(slots, client_writer)),
-            ]
-            try:
-                await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                for pump in pumps:
-                    pump.cancel()
-                await asyncio.gather(*pumps, return_exceptions=True)
-                upstream_writer.transport.abort()
-        finally:
-            client_writer.transport.abort()
-            self._tasks.discard(task)
+    def _pumps(
+        self,
+        client_reader: asyncio.StreamReader,
+        client_writer: asyncio.StreamWriter,
+        upstream_reader: asyncio.StreamReader,
+        upstream_writer: asyncio.StreamWriter,
+    ) -> list[asyncio.Task[None]]:
+        # one future per request, in request order: answered here at once, or by the broker
+        slots: asyncio.Queue[asyncio.Future[bytes]] = asyncio.Queue()
+        forwarded: deque[asyncio.Future[bytes]] = deque()
+        return [
+            asyncio.create_task(self._requests(client_reader, upstream_writer, slots, forwarded)),
+            asyncio.create_task(self._answers(upstream_reader, forwarded)),
+            asyncio.create_task(self._replies(slots, client_writer)),
+        ]
 
     async def _requests(
         self,

@@ -140,12 +140,7 @@ class LatencyProxy:
                 upstream_reader, upstream_writer = await asyncio.open_connection(*self.upstream)
             except OSError:
                 return
-            frames: asyncio.Queue[tuple[float, bytes] | None] = asyncio.Queue()
-            pumps = [
-                asyncio.create_task(self._read_requests(client_reader, frames)),
-                asyncio.create_task(self._forward_requests(frames, upstream_writer)),
-                asyncio.create_task(self._copy(upstream_reader, client_writer)),
-            ]
+            pumps = self._pumps(client_reader, client_writer, upstream_reader, upstream_writer)
             try:
                 # Whichever side ends (EOF, reset), the connection is over for both.
                 await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
@@ -158,6 +153,21 @@ class LatencyProxy:
         finally:
             client_writer.transport.abort()
             self._tasks.discard(task)
+
+    def _pumps(
+        self,
+        client_reader: asyncio.StreamReader,
+        client_writer: asyncio.StreamWriter,
+        upstream_reader: asyncio.StreamReader,
+        upstream_writer: asyncio.StreamWriter,
+    ) -> list[asyncio.Task[None]]:
+        """The tasks that move one connection's bytes (a subclass may move them otherwise)."""
+        frames: asyncio.Queue[tuple[float, bytes] | None] = asyncio.Queue()
+        return [
+            asyncio.create_task(self._read_requests(client_reader, frames)),
+            asyncio.create_task(self._forward_requests(frames, upstream_writer)),
+            asyncio.create_task(self._copy(upstream_reader, client_writer)),
+        ]
 
     async def _read_requests(
         self, reader: asyncio.StreamReader, frames: asyncio.Queue[tuple[float, bytes] | None]

@@ -7,13 +7,15 @@ retries on). They add to the end-to-end suite (tests/e2e) and never replace it.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import time
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from connectops.adapters.connect_rest import (
+    ConnectApi,
     ConnectConflict,
     ConnectRebalancing,
     ConnectUnavailable,
@@ -21,7 +23,7 @@ from connectops.adapters.connect_rest import (
 from connectops.errors import NotReadyYet, WorkerStarting
 from connectops.planning.ownership import Claim
 from connectops.planning.verbs import RECONCILE, RESTART, RESTART_TASKS
-from connectops.reconcilers.connector import ConnectorObject
+from connectops.reconcilers.connector import ConnectorObject, _config_and_status
 from tests.doubles.connect import FILE_SINK, FILE_SOURCE, VERSIONED_PLUGINS, VERSIONED_SOURCE, Call, FakeConnect
 from tests.reconcilers.world import CLUSTER, NAMESPACE, URL, World, make_world
 
@@ -642,6 +644,27 @@ async def test_restart_verbs_act_once_per_token(world: World) -> None:
     await world.reconcile()
     assert len(writes(world)) == 4
     assert ("Warning", "BadAnnotation") in world.event_reasons()
+
+
+async def test_config_and_status_leave_no_read_behind_when_one_fails() -> None:
+    """A failed read cancels its sibling and is raised as itself: kopf re-raised an orphaned
+    sibling that failed after the operator began to stop (CI22)."""
+    cancelled = asyncio.Event()
+
+    class OneFails:
+        async def get_config(self, name: str) -> dict[str, str] | None:
+            raise ConnectUnavailable("get config: HTTP 503", operation="get config")
+
+        async def get_status(self, name: str) -> None:
+            try:
+                await asyncio.Event().wait()
+            finally:
+                cancelled.set()
+
+    with pytest.raises(ConnectUnavailable, match="HTTP 503"):
+        await _config_and_status(cast(ConnectApi, OneFails()), NAME)
+    assert cancelled.is_set()
+    assert {t for t in asyncio.all_tasks() if t is not asyncio.current_task()} == set()
 
 
 # -- delete ---------------------------------------------------------------------------------------

@@ -301,6 +301,14 @@ class ConnectClient:
                 async with self._sem.slot():
                     self.request_count += 1
                     response = await self._bounded(method, path, body, params, operation)
+            except RuntimeError:
+                # httpx's answer to a request on a closed client: the operator is stopping (its
+                # clients close while a resync may still be at work); typed, so it stays retryable
+                if not self._client.is_closed:
+                    raise
+                raise ConnectUnavailable(
+                    f"{operation}: not sent, the operator is stopping", operation=operation
+                ) from None
             except TimeoutError:
                 raise ConnectUnavailable(
                     f"{operation}: Connect did not finish answering within {self._deadline:g}s",

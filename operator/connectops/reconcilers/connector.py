@@ -110,6 +110,20 @@ class ConnectorObject:
         return claim_of(self.namespace, self.name, self.uid, self.created, self.spec)
 
 
+async def _config_and_status(client: ConnectApi, connector: str) -> tuple[dict[str, str] | None, ConnectorState | None]:
+    """Both reads at once. A TaskGroup, not gather: when one fails the other is cancelled and
+    awaited, so no request outlives the reconcile that made it (an orphaned read that failed
+    later was re-raised by kopf at shutdown); the first failure is raised as itself, so the
+    typed error mapping above it still applies."""
+    try:
+        async with asyncio.TaskGroup() as group:
+            live = group.create_task(client.get_config(connector))
+            state = group.create_task(client.get_status(connector))
+    except BaseExceptionGroup as failed:
+        raise failed.exceptions[0] from None
+    return live.result(), state.result()
+
+
 def claim_of(namespace: str, name: str, uid: str, created: str, spec: Mapping[str, Any]) -> Claim | None:
     cluster = (spec.get("clusterRef") or {}).get("name") if isinstance(spec.get("clusterRef"), dict) else None
     if not cluster:
@@ -311,7 +325,7 @@ class ConnectorReconciler:
         client = cluster.client
         _, caps = await cluster.capabilities(self._settings.capabilities_ttl_seconds)
         desired = render_config(spec, connector, secret_values)
-        live, state = await asyncio.gather(client.get_config(connector), client.get_status(connector))
+        live, state = await _config_and_status(client, connector)
         observed = observe(state, live)
         # The body a handler gets can predate the status patch of the handler before it (kopf
         # patches after the handler returns, outside the per-object lock): a resync timer queued
@@ -338,7 +352,7 @@ class ConnectorReconciler:
             self._report(status, state, book_raw)
             return
         if pending is False:  # applied just now: the reset moved the connector, look again
-            live, state = await asyncio.gather(client.get_config(connector), client.get_status(connector))
+            live, state = await _config_and_status(client, connector)
             observed = observe(state, live)
         lock = await self._reset_lock(obj.namespace, cluster, connector)
         book = RestartBook(count=book_raw.count, last_restart_at=epoch_of(book_raw.last_restart_time))

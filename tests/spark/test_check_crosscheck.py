@@ -8,12 +8,13 @@ on a trivial input.
 from __future__ import annotations
 
 import dataclasses
+import random
 
 import pytest
 from pyspark.sql import SparkSession
 
 from connectops_check.results import MetricResults
-from connectops_check.snapshot import ConnectorKind
+from connectops_check.snapshot import ConnectorKind, Snapshot, TopicPartition
 from connectops_check.synthetic import random_snapshot
 from tests.spark.check_helpers import partition_rows, run_engine
 
@@ -74,3 +75,29 @@ def test_spark_matches_pandas(
     assert any(r["eta_s"] for r in spark_rows.values())
     assert any(r["eta_s"] is None for r in spark_rows.values())
     assert_same(spark_res, pandas_res)
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_spark_matches_pandas_with_partitions_missing_from_samples(spark: SparkSession, seed: int) -> None:
+    """A partition can be missing from a sample (its log-end could not be read, or it appeared
+    during the window): the long form has no row, the wide one a null; "the previous sample"
+    is the previous one the partition is in. A third of the partitions miss random samples,
+    the first and the last included, and a few are in one sample only."""
+    snap = random_snapshot(300, samples=12, seed=seed)
+    rng = random.Random(seed)
+    holes = {(f"{tp.topic}", tp.partition) for tp in rng.sample(_partitions(snap), 100)}
+    for i, sample in enumerate(snap.samples):
+        sample.partitions = [
+            p
+            for p in sample.partitions
+            if (p.topic, p.partition) not in holes or rng.random() < 0.5 or (i == 5 and p.partition % 7 == 0)
+        ]
+    missing = sum(300 - len(s.partitions) for s in snap.samples)
+    assert missing > 300  # the holes are there
+    spark_rows = partition_rows("spark", spark, snap, 10)
+    assert spark_rows == partition_rows("pandas", spark, snap, 10)
+    assert_same(run_engine("spark", spark, snap, 10, top_n=25), run_engine("pandas", spark, snap, 10, top_n=25))
+
+
+def _partitions(snap: Snapshot) -> list[TopicPartition]:
+    return sorted({TopicPartition(p.topic, p.partition) for s in snap.samples for p in s.partitions})

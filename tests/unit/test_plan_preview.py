@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from connectops.cli import main
-from connectops.models.connector import DesiredState
+from connectops.models.connector import ConnectorSpec, DesiredState
 from connectops.models.offset_reset import ResetAction
 from connectops.planning.connector import Create, SetState, UpdateConfig
 from connectops.planning.preview import (
@@ -70,9 +70,47 @@ def test_changes_show_new_values_from_git_and_mask_secrets() -> None:
     for secret in ("hunter2", "s3cr3t", "old-pass", "old\n", "x\n"):
         assert secret not in text + "\n"
     created = connector_changes("c", {"name": "c", "topic": "t"}, None, [Create(initial_state="PAUSED")], frozenset())
-    assert created == ["create connector c in state PAUSED: topic=t"]
+    assert created == [
+        "create connector c in state PAUSED: topic=t",
+        "  offsets: any Connect still holds under c are resumed (onCreate resume)",
+    ]
     moved = connector_changes("c", {}, {}, [SetState(DesiredState.PAUSED, "RUNNING")], frozenset())
     assert moved == ["move c from RUNNING to PAUSED"]
+
+
+@pytest.mark.parametrize(
+    ("offsets", "said"),
+    [
+        ({"onCreate": "clear"}, "  offsets: any Connect holds under c are removed through an OffsetReset"),
+        (
+            {"from": {"connector": "old-c"}},
+            "  offsets: carried over from connector old-c (stopped first, deleted once they are written)",
+        ),
+        (
+            {"onCreate": "set", "entries": [{"partition": {"f": "x"}, "offset": {"pos": 1}}] * 2},
+            "  offsets: set to the 2 partition offsets of spec.offsets.entries",
+        ),
+        (
+            {"onCreate": "set", "setTo": "timestamp", "timestamp": "2026-01-31T12:00:00Z", "topics": ["t"]},
+            "  offsets: set to timestamp 2026-01-31T12:00:00Z on t",
+        ),
+    ],
+)
+def test_a_created_connector_says_what_spec_offsets_does(offsets: dict[str, object], said: str) -> None:
+    """spec.offsets applies only when the operator creates the connector: the plan says what it
+    will do then, and that the connector is created STOPPED until the offsets are written."""
+    spec = ConnectorSpec.model_validate({**CONNECTOR["spec"], "offsets": offsets})
+    lines = connector_changes(
+        "c", {"name": "c", "topic": "t"}, None, [Create(initial_state=None)], frozenset(), offsets=spec.offsets
+    )
+    assert lines[0] == "create connector c in state STOPPED: topic=t"
+    assert lines[1].startswith(said), lines[1]
+    assert lines[1].endswith("; then it moves to its desired state")
+    # a connector that exists already: spec.offsets does nothing, and nothing is said of it
+    changed = connector_changes(
+        "c", {"topic": "t"}, {"topic": "u"}, [UpdateConfig(("topic",))], frozenset(), offsets=spec.offsets
+    )
+    assert not any("offsets" in line for line in changed)
 
 
 def test_reset_moves_name_what_changes_and_count_what_stays() -> None:

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ValidationError
 
 from connectops.models.base import GROUP
 from connectops.models.connect_cluster import ConnectClusterSpec
-from connectops.models.connector import ConnectorSpec
+from connectops.models.connector import ConnectorOffsets, ConnectorSpec, OnCreate
 from connectops.models.offset_reset import OffsetResetSpec, ResetAction
 from connectops.planning.connector import (
     Create,
@@ -35,6 +35,7 @@ from connectops.planning.connector import (
     render_config,
 )
 from connectops.planning.offset_reset import expected_after
+from connectops.planning.on_create import needs_reset
 
 SPECS: dict[str, type[BaseModel]] = {
     "ConnectCluster": ConnectClusterSpec,
@@ -130,14 +131,20 @@ def connector_changes(
     live: Mapping[str, str] | None,
     actions: Sequence[Any],
     secret_keys: frozenset[str],
+    offsets: ConnectorOffsets | None = None,
 ) -> list[str]:
-    """Sentences for the reconciler's planned actions on one connector."""
+    """Sentences for the reconciler's planned actions on one connector (``offsets``: its
+    ``spec.offsets``, said when the connector would be created, the only time it applies)."""
     said: list[str] = []
     for action in actions:
         if isinstance(action, Create):
             keys = ", ".join(f"{k}={shown(k, v, secret_keys)}" for k, v in sorted(desired.items()) if k != "name")
-            state = f" in state {action.initial_state}" if action.initial_state else ""
-            said.append(f"create connector {name}{state}: {keys}")
+            if needs_reset(offsets):
+                said.append(f"create connector {name} in state STOPPED: {keys}")
+            else:
+                state = f" in state {action.initial_state}" if action.initial_state else ""
+                said.append(f"create connector {name}{state}: {keys}")
+            said.append(offsets_on_create(name, offsets))
         elif isinstance(action, UpdateConfig):
             said.append(f"update the config of {name}; Connect restarts the connector and its tasks:")
             for key in config_drift(desired, live or {}):
@@ -152,6 +159,28 @@ def connector_changes(
         elif isinstance(action, RestartFailed):
             said.append(f"restart the failed tasks {list(action.failed_tasks)} of {name} (autoRestart)")
     return said
+
+
+def offsets_on_create(name: str, offsets: ConnectorOffsets | None) -> str:
+    """What ``spec.offsets`` does when the connector is created."""
+    if offsets is None or not needs_reset(offsets):
+        return f"  offsets: any Connect still holds under {name} are resumed (onCreate resume)"
+    then = "then it moves to its desired state"
+    if offsets.from_ is not None:
+        return (
+            f"  offsets: carried over from connector {offsets.from_.connector} (stopped first, deleted once they "
+            f"are written), through an OffsetReset; {then}"
+        )
+    if str(offsets.on_create) == OnCreate.CLEAR.value:
+        return f"  offsets: any Connect holds under {name} are removed through an OffsetReset; {then}"
+    if offsets.entries:
+        where = f"the {len(offsets.entries)} partition offsets of spec.offsets.entries"
+    elif offsets.set_to is not None:
+        at = f" {offsets.timestamp}" if offsets.timestamp else ""
+        where = f"{offsets.set_to}{at} on {', '.join(offsets.topics) if offsets.topics else 'the topics it reads'}"
+    else:
+        where = "spec.offsets"
+    return f"  offsets: set to {where} through an OffsetReset; {then}"
 
 
 def reset_moves(

@@ -117,7 +117,9 @@ class Previewer:
                 plan.errors.append(f"Connect refuses {key}: {' '.join(messages)}"[:500])
             if result.error_count and not result.errors:
                 plan.errors.append(f"Connect refuses the config ({result.error_count} error(s))")
-        plan.changes.extend(connector_changes(name, desired, live, decided.actions, frozenset(secrets)))
+        plan.changes.extend(
+            connector_changes(name, desired, live, decided.actions, frozenset(secrets), offsets=spec.offsets)
+        )
 
     async def _reset(
         self, doc: Document, spec: OffsetResetSpec, plan: ObjectPlan, in_files: dict[tuple[str, str, str], Document]

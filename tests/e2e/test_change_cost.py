@@ -31,6 +31,9 @@ SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
 #: the operator's clock and the proxy's are the same machine's; what separates them is the
 #: proxy forwarding the call and this test's own poll of the status
 SLACK = 0.1
+#: from the operator's call to the proxy receiving it: on 2 busy cores (CI: two test workers, the
+#: API server, Connect's JVM) the operator's event loop was seen 0.19 s late (CI24)
+CALL_TRANSIT = 1.0
 
 
 class StatusPoller:
@@ -100,7 +103,7 @@ def _check(cost: dict[str, Any], call_at: float, poller: StatusPoller) -> None:
     first = epoch_of(cost["firstTaskRunningAt"])
     assert first is not None
     # the start is the operator's call, which reached Connect just after it was made
-    assert epoch_of(cost["stoppedAt"]) <= call_at <= epoch_of(cost["stoppedAt"]) + SLACK
+    assert epoch_of(cost["stoppedAt"]) <= call_at <= epoch_of(cost["stoppedAt"]) + CALL_TRANSIT
     # the operator saw a task back no earlier than Connect showed it, and within its error bound
     assert first >= back - SLACK, (first, back)
     assert first - cost["precisionSeconds"] <= back + SLACK, (first, cost["precisionSeconds"], back)

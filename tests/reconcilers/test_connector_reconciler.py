@@ -647,23 +647,24 @@ async def test_restart_verbs_act_once_per_token(world: World) -> None:
 
 
 async def test_config_and_status_leave_no_read_behind_when_one_fails() -> None:
-    """A failed read cancels its sibling and is raised as itself: kopf re-raised an orphaned
-    sibling that failed after the operator began to stop (CI22)."""
-    cancelled = asyncio.Event()
+    """A failed read is raised as itself, after the other read has finished (gather left it
+    running, unawaited), and no task ends with an exception: kopf re-raises, at shutdown, every
+    failed task of the loop, even one whose error was handled (CI22, CI24)."""
+    tasks: list[asyncio.Task[Any]] = []
 
     class OneFails:
         async def get_config(self, name: str) -> dict[str, str] | None:
+            tasks.append(cast("asyncio.Task[Any]", asyncio.current_task()))
             raise ConnectUnavailable("get config: HTTP 503", operation="get config")
 
         async def get_status(self, name: str) -> None:
-            try:
-                await asyncio.Event().wait()
-            finally:
-                cancelled.set()
+            tasks.append(cast("asyncio.Task[Any]", asyncio.current_task()))
+            await asyncio.sleep(0.05)
 
     with pytest.raises(ConnectUnavailable, match="HTTP 503"):
         await _config_and_status(cast(ConnectApi, OneFails()), NAME)
-    assert cancelled.is_set()
+    assert len(tasks) == 2
+    assert all(t.done() and not t.cancelled() and t.exception() is None for t in tasks)
     assert {t for t in asyncio.all_tasks() if t is not asyncio.current_task()} == set()
 
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
@@ -110,18 +110,31 @@ class ConnectorObject:
         return claim_of(self.namespace, self.name, self.uid, self.created, self.spec)
 
 
+_T = TypeVar("_T")
+
+
 async def _config_and_status(client: ConnectApi, connector: str) -> tuple[dict[str, str] | None, ConnectorState | None]:
-    """Both reads at once. A TaskGroup, not gather: when one fails the other is cancelled and
-    awaited, so no request outlives the reconcile that made it (an orphaned read that failed
-    later was re-raised by kopf at shutdown); the first failure is raised as itself, so the
-    typed error mapping above it still applies."""
-    try:
-        async with asyncio.TaskGroup() as group:
-            live = group.create_task(client.get_config(connector))
-            state = group.create_task(client.get_status(connector))
-    except BaseExceptionGroup as failed:
-        raise failed.exceptions[0] from None
-    return live.result(), state.result()
+    """Both reads at once, both awaited before this returns (a TaskGroup, not gather, which left
+    the other read running unawaited when one failed), and neither task ends with an exception:
+    kopf re-raises, at shutdown, any task of the loop that failed, even one whose error was
+    handled (CI22, CI24: a read refused by a client closed for the shutdown). The first failure
+    is raised here, as itself, so the typed error mapping above still applies."""
+
+    async def kept(call: Awaitable[_T]) -> _T | BaseException:
+        try:
+            return await call
+        except Exception as exc:
+            return exc
+
+    async with asyncio.TaskGroup() as group:
+        config = group.create_task(kept(client.get_config(connector)))
+        status = group.create_task(kept(client.get_status(connector)))
+    live, state = config.result(), status.result()
+    if isinstance(live, BaseException):
+        raise live
+    if isinstance(state, BaseException):
+        raise state
+    return live, state
 
 
 def claim_of(namespace: str, name: str, uid: str, created: str, spec: Mapping[str, Any]) -> Claim | None:

@@ -35,7 +35,7 @@ from connectops.planning.connector import (
     render_config,
 )
 from connectops.planning.offset_reset import expected_after
-from connectops.planning.on_create import needs_reset
+from connectops.planning.on_create import mode, needs_reset
 
 SPECS: dict[str, type[BaseModel]] = {
     "ConnectCluster": ConnectClusterSpec,
@@ -163,7 +163,8 @@ def connector_changes(
 
 def offsets_on_create(name: str, offsets: ConnectorOffsets | None) -> str:
     """What ``spec.offsets`` does when the connector is created."""
-    if offsets is None or not needs_reset(offsets):
+    how = mode(offsets) if offsets is not None else OnCreate.RESUME.value
+    if offsets is None or how == OnCreate.RESUME.value:
         return f"  offsets: any Connect still holds under {name} are resumed (onCreate resume)"
     then = "then it moves to its desired state"
     if offsets.from_ is not None:
@@ -171,7 +172,7 @@ def offsets_on_create(name: str, offsets: ConnectorOffsets | None) -> str:
             f"  offsets: carried over from connector {offsets.from_.connector} (stopped first, deleted once they "
             f"are written), through an OffsetReset; {then}"
         )
-    if str(offsets.on_create) == OnCreate.CLEAR.value:
+    if how == OnCreate.CLEAR.value:
         return f"  offsets: any Connect holds under {name} are removed through an OffsetReset; {then}"
     if offsets.entries:
         where = f"the {len(offsets.entries)} partition offsets of spec.offsets.entries"

@@ -35,9 +35,10 @@ import yaml  # noqa: E402
 from kubernetes.client.exceptions import ApiException  # noqa: E402
 
 from tests.env.faultproxy import FaultProxy, FaultRule  # noqa: E402
-from tests.env.servers import TestEnv  # noqa: E402
+from tests.env.servers import TestEnv, free_port  # noqa: E402
 
-__all__ = ["FaultProxy", "FaultRule", "TestEnv"]  # re-exported: scripts import through harness, which fixes sys.path
+# re-exported: scripts import through harness, which fixes sys.path
+__all__ = ["FaultProxy", "FaultRule", "TestEnv", "free_port"]
 
 GROUP, VERSION = "connectops.io", "v1alpha1"
 RESULTS = ROOT / "benchmarks" / "results"
@@ -160,7 +161,9 @@ class OperatorProcess:
         self.runs = 0
         self.log_paths: list[Path] = []
 
-    def start(self, failpoint: str | None = None, extra_env: dict[str, str] | None = None) -> None:
+    def start(
+        self, failpoint: str | None = None, extra_env: dict[str, str] | None = None, args: Sequence[str] = ()
+    ) -> None:
         env = {**os.environ, **OPERATOR_ENV, **self.env, **(extra_env or {}), "KUBECONFIG": str(self.kubeconfig)}
         env.pop("CONNECTOPS_FAILPOINT", None)
         if failpoint:
@@ -171,7 +174,7 @@ class OperatorProcess:
         scope = [a for ns in self.namespaces for a in ("--namespace", ns)] or ["-A"]
         with path.open("wb") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "connectops.cli", "run", *scope, "--standalone"],
+                [sys.executable, "-m", "connectops.cli", "run", *scope, "--standalone", *args],
                 env=env,
                 stdout=out,
                 stderr=subprocess.STDOUT,

@@ -81,20 +81,25 @@ def report(results: Path) -> tuple[str, dict[str, Any]]:
             rows.append(
                 [
                     f"Apply latency, {s['connectors_present']} Connectors present (p50 / p99)",
-                    "overhead p50 < 0.3 s",
+                    "overhead p50 < 0.1 s, p99 < 1 s",
                     f"operator {o['p50']:.2f} / {o['p99']:.2f} s; direct PUT {d['p50']:.2f} / {d['p99']:.2f} s",
-                    f"overhead {x['p50']:.3f} s",
+                    f"overhead {x['p50']:.3f} / {x['p99']:.3f} s",
                     met(s["target_met"]),
                 ]
             )
         f = a["full_resync"]
         rows.append(
             [
-                f"Full resync, {f['connectors']} Connectors (operator restart to every one asked)",
-                "< 30 s",
-                f"{f['seconds']:.1f} s, {f['connect_requests']} Connect calls",
+                f"Full resync, {f['connectors']} Connectors (operator restart to every one reconciled)",
+                f"< {f['target_seconds']:g} s",
+                f"{f['seconds']:.1f} s, {f['connect_requests']} Connect calls"
+                + (
+                    f" ({f['listing_requests']} expanded listings, {f['single_connector_reads']} single reads)"
+                    if "listing_requests" in f
+                    else ""
+                ),
                 "",
-                met(f["seconds"] < 30),
+                met(f["seconds"] < f["target_seconds"]),
             ]
         )
         rows.append(

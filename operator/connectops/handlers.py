@@ -181,7 +181,9 @@ def _old_claims(claims: ClaimIndex, body: Any) -> list[Claim]:
     return list(claims.get(old, [])) if old is not None else []
 
 
-async def _reconcile_connector(body: Any, patch: kopf.Patch, retry: int, claims: ClaimIndex, *, periodic: bool) -> None:
+async def _reconcile_connector(
+    body: Any, patch: kopf.Patch, retry: int, claims: ClaimIndex, *, periodic: bool, listed: bool = False
+) -> None:
     rt = runtime()
     obj = ConnectorObject.from_body(body)
     corrected: list[str] = []
@@ -195,7 +197,12 @@ async def _reconcile_connector(body: Any, patch: kopf.Patch, retry: int, claims:
     with metrics.RECONCILE_SECONDS.labels(kind="Connector").time():
         async with rt.locks[body["metadata"]["uid"]]:
             outcome = await rt.connectors.reconcile(
-                obj, counting, periodic=periodic, rivals=_rivals(claims, body), old_claims=_old_claims(claims, body)
+                obj,
+                counting,
+                periodic=periodic,
+                listed=listed,
+                rivals=_rivals(claims, body),
+                old_claims=_old_claims(claims, body),
             )
     metrics.RECONCILES.labels(kind="Connector", trigger="timer" if periodic else "change").inc()
     OBJECTS.observe_connector(
@@ -208,11 +215,17 @@ async def _reconcile_connector(body: Any, patch: kopf.Patch, retry: int, claims:
     _publish(outcome, body, patch, retry, "Connector")
 
 
-@kopf.on.resume(GROUP, VERSION, "connectors")
 @kopf.on.create(GROUP, VERSION, "connectors")
 @kopf.on.update(GROUP, VERSION, "connectors", field="spec")
 async def connector_changed(body: kopf.Body, patch: kopf.Patch, retry: int, **kwargs: Any) -> None:
     await _reconcile_connector(body, patch, retry, _claims(kwargs), periodic=False)
+
+
+@kopf.on.resume(GROUP, VERSION, "connectors")
+async def connector_resumed(body: kopf.Body, patch: kopf.Patch, retry: int, **kwargs: Any) -> None:
+    # at start-up every object resumes at once: they share one listing of their worker group
+    # (a spec changed while the operator was down is also an update, read afresh)
+    await _reconcile_connector(body, patch, retry, _claims(kwargs), periodic=False, listed=True)
 
 
 @kopf.timer(GROUP, VERSION, "connectors", interval=SETTINGS.resync_seconds, initial_delay=SETTINGS.resync_seconds)
@@ -220,7 +233,7 @@ async def connector_resync(body: kopf.Body, patch: kopf.Patch, **kwargs: Any) ->
     # timers have no retry counter: a failing resync retries at the base delay
     await _spread()
     with background():
-        await _reconcile_connector(body, patch, 0, _claims(kwargs), periodic=True)
+        await _reconcile_connector(body, patch, 0, _claims(kwargs), periodic=True, listed=True)
 
 
 @kopf.on.delete(GROUP, VERSION, "connectors")

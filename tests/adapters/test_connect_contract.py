@@ -170,6 +170,22 @@ async def test_a_version_nothing_matches_is_a_validation_error(api: ConnectApi) 
     assert await api.get_status(name) is None
 
 
+async def test_the_expanded_listing_answers_what_the_single_reads_answer(api: ConnectApi, tmp_path: Path) -> None:
+    """What a resync observes with one call must be what the two reads per connector answer."""
+    running, paused = unique("listed"), unique("listed-paused")
+    await api.create(running, source(running, tmp_path))
+    await api.create(paused, source(paused, tmp_path), "PAUSED")
+    await status_of(api, running, ("RUNNING", ["RUNNING"]))
+    await status_of(api, paused, ("PAUSED", []))
+    listing = await api.list_expanded()
+    for name in (running, paused):
+        assert listing[name].config == await api.get_config(name)
+        assert listing[name].state == await api.get_status(name)
+    assert {running, paused} <= set(listing)
+    await api.delete(paused)
+    assert paused not in await eventually(api.list_expanded, lambda found: paused not in found)
+
+
 async def test_a_missing_connector(api: ConnectApi) -> None:
     name = unique("missing")
     assert await api.get_config(name) is None

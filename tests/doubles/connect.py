@@ -53,6 +53,7 @@ from connectops.adapters.connect_rest import (
     ConnectorState,
     ConnectRejected,
     ConnectUnavailable,
+    ListedConnector,
     Plugin,
     ServerInfo,
     TaskState,
@@ -537,6 +538,18 @@ class FakeConnect:
         connector = self.connectors.get(name)
         if connector is None:
             return None
+        return self._status_read(connector)
+
+    async def list_expanded(self) -> dict[str, ListedConnector]:
+        """Every connector, as get_config and get_status would answer at this moment (a read of
+        each status, as a worker's listing is: a lagging status shows here too)."""
+        self._enter("list_expanded")
+        return {
+            name: ListedConnector(config=dict(connector.config), state=self._status_read(connector))
+            for name, connector in sorted(self.connectors.items())
+        }
+
+    def _status_read(self, connector: FakeConnector) -> ConnectorState:
         if connector.lagging_reads > 0 and connector.lagging_status is not None:
             connector.lagging_reads -= 1
             return connector.lagging_status

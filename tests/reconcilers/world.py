@@ -102,12 +102,24 @@ class World:
         self.body["metadata"]["annotations"] = dict(annotations)
 
     async def reconcile(
-        self, *, periodic: bool = False, rivals: Sequence[Claim] = (), old_claims: Sequence[Claim] = ()
+        self,
+        *,
+        periodic: bool = False,
+        listed: bool | None = None,
+        rivals: Sequence[Claim] = (),
+        old_claims: Sequence[Claim] = (),
     ) -> Outcome:
-        """One handler run: the reconcile on the current body, then its status patch applied."""
+        """One handler run: the reconcile on the current body, then its status patch applied. A
+        resync observes through the shared listing, as the timer handler's does (``listed``
+        defaults to ``periodic``)."""
         obj = ConnectorObject.from_body(copy.deepcopy(self.body))
         outcome = await self.reconciler.reconcile(
-            obj, self.emit, periodic=periodic, rivals=rivals, old_claims=old_claims
+            obj,
+            self.emit,
+            periodic=periodic,
+            listed=periodic if listed is None else listed,
+            rivals=rivals,
+            old_claims=old_claims,
         )
         patch = status_patch(self.body.get("status") or {}, outcome.status)
         self.patches.append(patch)
@@ -129,6 +141,9 @@ def settings(**overrides: Any) -> Settings:
         # the double applies a write at once: the first status read after it is the settled one
         "settle_seconds": 0.0,
         "cluster_cache_seconds": 0.0,
+        # the shared listing is read afresh at every resync (kept for half of this); the tests
+        # of its keeping set a period
+        "resync_seconds": 0.0,
         "capabilities_ttl_seconds": 60.0,
         "allowed_rest_urls": (),
     }

@@ -83,6 +83,15 @@ class StatusAnswer(_Answer):
     type: str | None = None
 
 
+class ExpandedAnswer(_Answer):
+    """One value of ``GET /connectors?expand=status&expand=info`` (KIP-465, Connect 2.3+): the
+    same objects as ``GET /connectors/{name}`` and ``GET /connectors/{name}/status``. A worker
+    leaves out a connector it cannot describe at that moment (removed meanwhile)."""
+
+    info: ConnectorInfoAnswer
+    status: StatusAnswer
+
+
 class _OffsetAnswer(_Answer):
     partition: dict[str, Any]
     offset: dict[str, Any] | None
@@ -108,6 +117,7 @@ NAMES = TypeAdapter(list[str])
 CONNECTOR = TypeAdapter(ConnectorInfoAnswer)
 CONFIG = TypeAdapter(dict[str, str])
 STATUS = TypeAdapter(StatusAnswer)
+EXPANDED = TypeAdapter(dict[str, ExpandedAnswer])
 OFFSETS = TypeAdapter(OffsetsAnswer)
 MESSAGE = TypeAdapter(MessageAnswer)
 
@@ -153,6 +163,7 @@ _FIELD_NAMES = frozenset(
         _StateAnswer,
         _TaskStateAnswer,
         StatusAnswer,
+        ExpandedAnswer,
         _OffsetAnswer,
         OffsetsAnswer,
         MessageAnswer,

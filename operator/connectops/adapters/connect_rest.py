@@ -213,6 +213,14 @@ class ConnectorState:
 
 
 @dataclass(frozen=True)
+class ListedConnector:
+    """One connector as the expanded listing shows it: what get_config and get_status answer."""
+
+    config: dict[str, str]
+    state: ConnectorState
+
+
+@dataclass(frozen=True)
 class ValidationResult:
     error_count: int
     #: config key -> Connect's error messages (only keys that have errors)
@@ -526,19 +534,22 @@ class ConnectClient:
             )
         except ConnectNotFound:
             return None
-        tasks = tuple(
-            TaskState(id=t.id, state=t.state, worker_id=t.worker_id, trace=_first_line(t.trace), version=t.version)
-            for t in status.tasks
+        return _state_of(status)
+
+    async def list_expanded(self) -> dict[str, ListedConnector]:
+        """Every connector's config and status in one call (``?expand=status&expand=info``),
+        instead of two calls per connector. The answer's size is bounded like every other
+        (``max_response_bytes``); a worker that ignores ``expand`` (before 2.3) answers a list
+        of names, which is :class:`NotKafkaConnect` here, and the caller reads one by one."""
+        listed = await self._answer(
+            answers.EXPANDED, "GET", "/connectors?expand=status&expand=info", operation="list connectors expanded"
         )
-        return ConnectorState(
-            name=status.name,
-            type=status.type,
-            state=status.connector.state,
-            worker_id=status.connector.worker_id,
-            trace=_first_line(status.connector.trace),
-            tasks=tuple(sorted(tasks, key=lambda t: t.id)),
-            version=status.connector.version,
-        )
+        return {
+            name: ListedConnector(config=dict(item.info.config), state=_state_of(item.status))
+            for name, item in listed.items()
+            # a key must name what its value describes: an answer mixing them up is not trusted
+            if item.info.name == name and item.status.name == name
+        }
 
     async def create(self, name: str, config: dict[str, str], initial_state: str | None = None) -> None:
         body: JSONDict = {"name": name, "config": config}
@@ -624,6 +635,7 @@ class ConnectApi(Protocol):
     async def get_connector(self, name: str) -> JSONDict | None: ...
     async def get_config(self, name: str) -> dict[str, str] | None: ...
     async def get_status(self, name: str) -> ConnectorState | None: ...
+    async def list_expanded(self) -> dict[str, ListedConnector]: ...
     async def create(self, name: str, config: dict[str, str], initial_state: str | None = None) -> None: ...
     async def put_config(self, name: str, config: dict[str, str]) -> None: ...
     async def pause(self, name: str) -> None: ...
@@ -639,6 +651,22 @@ class ConnectApi(Protocol):
 
 #: checked by mypy: the REST client implements the whole interface
 _REST_IMPLEMENTS_API: type[ConnectApi] = ConnectClient
+
+
+def _state_of(status: answers.StatusAnswer) -> ConnectorState:
+    tasks = tuple(
+        TaskState(id=t.id, state=t.state, worker_id=t.worker_id, trace=_first_line(t.trace), version=t.version)
+        for t in status.tasks
+    )
+    return ConnectorState(
+        name=status.name,
+        type=status.type,
+        state=status.connector.state,
+        worker_id=status.connector.worker_id,
+        trace=_first_line(status.connector.trace),
+        tasks=tuple(sorted(tasks, key=lambda t: t.id)),
+        version=status.connector.version,
+    )
 
 
 def _error_message(response: httpx.Response) -> str:

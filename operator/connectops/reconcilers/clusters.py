@@ -3,6 +3,12 @@
 Clients are cached per cluster object and rebuilt when its spec or credentials change, so the
 HTTP connection pool and the concurrency bound are shared by every Connector of one worker group.
 
+Resyncs observe a worker group with one call: the expanded listing
+(``GET /connectors?expand=status&expand=info``) is kept on the handle for half the resync period
+and shared by the Connectors that reach the group through this ConnectCluster object. A handle
+belongs to one namespace's object and is rebuilt when its credentials change, so no namespace
+reads what another's credentials fetched.
+
 Connector reconciles reuse a resolution for ``CONNECTOPS_CLUSTER_CACHE_SECONDS`` (one resolve is
 three API reads: the ConnectCluster and its Secret); without that a full resync of a thousand
 Connectors re-read the same objects a thousand times. Resets and the ConnectCluster's own
@@ -14,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import tempfile
 import time
 from collections.abc import Iterable
@@ -22,7 +29,7 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
-from connectops.adapters.connect_rest import ConnectApi, ConnectClient, Plugin
+from connectops.adapters.connect_rest import ConnectApi, ConnectClient, ConnectError, ListedConnector, Plugin
 from connectops.adapters.kafka.status_topic import StatusTopic
 from connectops.adapters.kube import KubeClient
 from connectops.errors import SpecInvalid, UrlNotAllowed
@@ -34,6 +41,8 @@ from connectops.planning.urls import url_allowed
 from connectops.redact import Redactor
 from connectops.settings import Settings
 from connectops.validation import describe_validation_error
+
+log = logging.getLogger(__name__)
 
 #: how long a replaced Connect client stays open for the calls already made through it
 RETIRED_CLIENT_GRACE_SECONDS = 600.0
@@ -73,6 +82,37 @@ class ClusterHandle:
     _plugins: list[Plugin] | None = None
     _plugins_at: float = 0.0
     _status_reader: StatusTopic | None = None
+    #: the expanded listing (None: not read, or the worker could not give it), and when
+    _listing: dict[str, ListedConnector] | None = None
+    _listing_at: float = float("-inf")
+    _listing_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    async def listing(self, ttl: float) -> dict[str, ListedConnector] | None:
+        """Every connector of the worker group with its config and status, read at most every
+        ``ttl`` seconds by one caller while the others wait and share it; None when the worker
+        cannot answer it (too large for the response cap, a worker before 2.3, unreachable):
+        the caller then reads its connector alone, and the listing is not asked again before
+        ``ttl`` has passed, so a worker that cannot answer it costs one call per period."""
+        async with self._listing_lock:
+            if time.monotonic() - self._listing_at < ttl:
+                return self._listing
+            try:
+                self._listing = await self.client.list_expanded()
+            except ConnectError as exc:
+                log.info(
+                    "ConnectCluster %s/%s: no expanded listing, connectors read one by one: %s",
+                    self.namespace,
+                    self.name,
+                    exc,
+                )
+                self._listing = None
+            self._listing_at = time.monotonic()
+            return self._listing
+
+    def forget_listed(self, connector: str) -> None:
+        """Forget what the listing says of ``connector``: the operator has just written to it."""
+        if self._listing is not None:
+            self._listing.pop(connector, None)
 
     def status_reader(self) -> StatusTopic | None:
         """The reader of the workers' status topic (one per handle: a rotated Secret makes a new

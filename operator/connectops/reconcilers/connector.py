@@ -35,6 +35,7 @@ from connectops.adapters.kube import KubeClient, KubeError, KubeObjectMissing, L
 from connectops.errors import NotReadyYet, SpecInvalid, WorkerStarting
 from connectops.models.base import epoch_of, utcnow_iso
 from connectops.models.checks import LastCheck
+from connectops.models.connect_cluster import Capabilities
 from connectops.models.connector import (
     VERSION_KEYS,
     AutoRestartStatus,
@@ -192,14 +193,17 @@ class ConnectorReconciler:
         emit: EmitEvent,
         *,
         periodic: bool,
+        listed: bool = False,
         rivals: Sequence[Claim] = (),
         old_claims: Sequence[Claim] = (),
     ) -> Outcome:
         """``rivals``: the Connector objects naming the same connector; ``old_claims``: those
-        naming the connector spec.offsets.from renames (none without one)."""
+        naming the connector spec.offsets.from renames (none without one). ``listed``: the
+        connector may be observed in its worker group's shared listing (resyncs, resumes) rather
+        than with its own reads; a change always reads afresh."""
         conditions = Conditions(obj.status.conditions, obj.generation, emit)
         status = ConnectorStatus(observed_generation=obj.generation)
-        error = await self._reconcile(obj, emit, periodic, (rivals, old_claims), status, conditions)
+        error = await self._reconcile(obj, emit, (periodic, listed), (rivals, old_claims), status, conditions)
         status.conditions = conditions.items
         return Outcome(status=status.patch(), error=error)
 
@@ -207,7 +211,7 @@ class ConnectorReconciler:
         self,
         obj: ConnectorObject,
         emit: EmitEvent,
-        periodic: bool,
+        trigger: tuple[bool, bool],
         claims: tuple[Sequence[Claim], Sequence[Claim]],
         status: ConnectorStatus,
         conditions: Conditions,
@@ -257,7 +261,7 @@ class ConnectorReconciler:
                 conditions,
                 status,
                 emit,
-                periodic,
+                trigger,
                 rotation,
                 renamed,
             )
@@ -331,15 +335,15 @@ class ConnectorReconciler:
         conditions: Conditions,
         status: ConnectorStatus,
         emit: EmitEvent,
-        periodic: bool,
+        trigger: tuple[bool, bool],
         rotation: Mapping[str, tuple[str, str]],
         renamed_claims: tuple[tuple[str, str], ...] = (),
     ) -> None:
         client = cluster.client
+        periodic, listed = trigger
         _, caps = await cluster.capabilities(self._settings.capabilities_ttl_seconds)
         desired = render_config(spec, connector, secret_values)
-        live, state = await _config_and_status(client, connector)
-        observed = observe(state, live)
+        live, state, fresh = await self._observe(cluster, connector, listed)
         # The body a handler gets can predate the status patch of the handler before it (kopf
         # patches after the handler returns, outside the per-object lock): a resync timer queued
         # behind a change would count from the old book and restart a failed task a second time.
@@ -366,17 +370,10 @@ class ConnectorReconciler:
             return
         if pending is False:  # applied just now: the reset moved the connector, look again
             live, state = await _config_and_status(client, connector)
-            observed = observe(state, live)
-        lock = await self._reset_lock(obj.namespace, cluster, connector)
+            fresh = True
         book = RestartBook(count=book_raw.count, last_restart_at=epoch_of(book_raw.last_restart_time))
-        plan = plan_connector(
-            spec,
-            desired,
-            observed,
-            caps,
-            locked_by=_holder_text(lock.holder, obj.namespace) if lock else None,
-            restarts=book,
-            now=time.time(),
+        plan, live, state = await self._planned(
+            obj, spec, cluster, connector, desired, caps, book, (live, state, fresh)
         )
         if _plan_held(plan, conditions):
             self._report(status, state, book_raw)
@@ -428,6 +425,47 @@ class ConnectorReconciler:
             # after the check is launched: the check follows the change, not the end of its watch
             await self._settle(client, connector, spec, watch, feed)
             change_cost.publish(watch, status, emit)
+
+    async def _planned(
+        self,
+        obj: ConnectorObject,
+        spec: ConnectorSpec,
+        cluster: ClusterHandle,
+        connector: str,
+        desired: dict[str, str],
+        caps: Capabilities,
+        book: RestartBook,
+        seen: tuple[dict[str, str] | None, ConnectorState | None, bool],
+    ) -> tuple[ConnectorPlan, dict[str, str] | None, ConnectorState | None]:
+        """The plan, and the live config and status it was made from. A listing may be up to half
+        a period old: it decides only that nothing is to be done; anything to do (an action, a
+        restart verb) is decided again on the connector's own reads, just made."""
+        live, state, fresh = seen
+        lock = await self._reset_lock(obj.namespace, cluster, connector)
+        locked_by = _holder_text(lock.holder, obj.namespace) if lock else None
+        plan = plan_connector(
+            spec, desired, observe(state, live), caps, locked_by=locked_by, restarts=book, now=time.time()
+        )
+        if not fresh and (plan.actions or pending_verbs(obj.annotations, self._acted.get(obj.uid) or obj.status.verbs)):
+            live, state = await _config_and_status(cluster.client, connector)
+            plan = plan_connector(
+                spec, desired, observe(state, live), caps, locked_by=locked_by, restarts=book, now=time.time()
+            )
+        return plan, live, state
+
+    async def _observe(
+        self, cluster: ClusterHandle, connector: str, listed: bool
+    ) -> tuple[dict[str, str] | None, ConnectorState | None, bool]:
+        """The connector's live config and status, and whether they were read just now: from
+        the worker group's shared listing when ``listed`` and it shows the connector, else with
+        the connector's own two reads."""
+        if listed:
+            listing = await cluster.listing(self._settings.resync_seconds / 2)
+            entry = listing.get(connector) if listing is not None else None
+            if entry is not None:
+                return entry.config, entry.state, False
+        live, state = await _config_and_status(cluster.client, connector)
+        return live, state, True
 
     async def _validated(
         self,
@@ -526,6 +564,7 @@ class ConnectorReconciler:
             book_raw = await self._act(
                 action, cluster.client, connector, desired, book, book_raw, emit, periodic, rotation
             )
+            cluster.forget_listed(connector)
         return book_raw, watch, feed
 
     async def _act(
@@ -635,6 +674,7 @@ class ConnectorReconciler:
                 emit("Normal", "Restarted", f"{verb.annotation}={verb.value}: restarted tasks {list(verb.task_ids)}")
             acted = acted_on(acted, verb)
             self._acted[obj.uid] = acted
+            cluster.forget_listed(connector)
             status.verbs = acted
         return watch, feed
 

@@ -1,0 +1,169 @@
+"""Resyncs observe a worker group with one expanded listing, shared by its Connectors (issue 17).
+
+What must hold: with nothing to do, a resync of N Connectors costs one Connect call, not 2N; the
+listing only ever decides "nothing to do" (anything to do is decided again on the connector's
+own reads, so a listing up to half a period old never causes a write); it is not shared across
+namespaces; and a worker that cannot answer it is read one connector at a time, without asking
+for the listing again before the period is over.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from connectops.adapters.connect_rest import ConnectResponseTooLarge
+from connectops.reconcilers import clusters
+from tests.doubles.connect import FILE_SOURCE, Call
+from tests.reconcilers.world import CLUSTER, NAMESPACE, URL, World, make_world
+
+pytestmark = pytest.mark.timeout(30)
+
+RESYNC = 60.0
+NAMES = ("alpha", "beta", "gamma")
+
+
+def spec(name: str) -> dict[str, Any]:
+    return {
+        "clusterRef": {"name": CLUSTER},
+        "class": FILE_SOURCE,
+        "config": {"file": f"/data/{name}.txt", "topic": name},
+    }
+
+
+class Clock:
+    """The monotonic clock of clusters.py (the listing's age) moved on by the test, and only it."""
+
+    def __init__(self) -> None:
+        import time
+
+        self._real = time.monotonic
+        self.offset = 0.0
+
+    def monotonic(self) -> float:
+        return self._real() + self.offset
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    fake = Clock()
+    monkeypatch.setattr(clusters, "time", fake)
+    return fake
+
+
+async def population(world: World, namespace: str = NAMESPACE) -> dict[str, dict[str, Any]]:
+    """The Connectors created and reconciled once each; their bodies by name; calls forgotten."""
+    bodies = {}
+    for name in NAMES:
+        world.body = {}
+        world.apply(spec(name), name=f"{namespace}-{name}" if namespace != NAMESPACE else name)
+        world.body["metadata"]["namespace"] = namespace
+        world.body["metadata"]["uid"] = f"uid-{namespace}-{name}"
+        world.body["spec"]["connectorName"] = name if namespace == NAMESPACE else f"{namespace}-{name}"
+        outcome = await world.reconcile()
+        assert outcome.error is None, outcome.error
+        bodies[name] = world.body
+    world.connect.calls.clear()
+    world.events.clear()
+    return bodies
+
+
+async def resync(world: World, body: dict[str, Any]) -> None:
+    world.body = body
+    outcome = await world.reconcile(periodic=True)
+    assert outcome.error is None, outcome.error
+
+
+def methods(world: World) -> list[tuple[str, tuple[Any, ...]]]:
+    return [(c.method, c.args) for c in world.connect.calls if c.method not in ("server_info",)]
+
+
+async def test_a_resync_of_every_connector_is_one_call(clock: Clock) -> None:
+    world = make_world(resync_seconds=RESYNC)
+    bodies = await population(world)
+    for name in NAMES:
+        await resync(world, bodies[name])
+    assert methods(world) == [("list_expanded", ())]
+    assert world.connect.writes() == []
+    # what each status says is the listing's, as the single reads would give it
+    assert {b["status"]["connectorState"] for b in bodies.values()} == {"RUNNING"}
+    assert {b["status"]["tasksRunning"] for b in bodies.values()} == {"1/1"}
+
+    # the next period reads the listing again, once
+    clock.offset += RESYNC / 2
+    for name in NAMES:
+        await resync(world, bodies[name])
+    assert methods(world) == [("list_expanded", ()), ("list_expanded", ())]
+
+
+async def test_drift_in_the_listing_is_corrected_from_the_connectors_own_reads(clock: Clock) -> None:
+    world = make_world(resync_seconds=RESYNC)
+    bodies = await population(world)
+    world.connect.connectors["beta"].config["topic"] = "elsewhere"  # by hand, behind the operator
+    for name in NAMES:
+        await resync(world, bodies[name])
+    assert world.connect.connectors["beta"].config["topic"] == "beta"
+    assert world.connect.writes() == [Call("put_config", ("beta", world.connect.connectors["beta"].config))]
+    # one listing for all three; only the drifted one read alone (before deciding), and settled
+    singles = {c.args[0] for c in world.connect.calls if c.method in ("get_config", "get_status")}
+    assert singles == {"beta"}
+    assert [c.method for c in world.connect.calls].count("list_expanded") == 1
+    assert ("Warning", "DriftCorrected") in world.event_reasons()
+
+
+async def test_a_stale_listing_never_causes_a_write(clock: Clock) -> None:
+    world = make_world(resync_seconds=RESYNC)
+    bodies = await population(world)
+    world.connect.connectors["beta"].config["topic"] = "elsewhere"
+    await resync(world, bodies["alpha"])  # the listing is read now and shows beta drifted
+    world.connect.connectors["beta"].config["topic"] = "beta"  # someone put it back meanwhile
+    await resync(world, bodies["beta"])
+    assert world.connect.writes() == []
+    assert world.event_reasons() == []
+    assert [c.method for c in world.connect.calls] == ["list_expanded", "get_config", "get_status"]
+
+
+async def test_a_listing_is_never_shared_across_namespaces(clock: Clock) -> None:
+    world = make_world(resync_seconds=RESYNC)
+    other = "tenant-b"
+    world.kube.add_connect_cluster(other, CLUSTER, {"restUrl": URL})
+    mine, theirs = await population(world), await population(world, other)
+    for body in [*mine.values(), *theirs.values()]:
+        await resync(world, body)
+    # the same worker, two ConnectCluster objects (each with its own credentials): two listings
+    assert [c.method for c in world.connect.calls] == ["list_expanded", "list_expanded"]
+    assert world.connect.writes() == []
+
+
+async def test_a_worker_that_cannot_list_is_read_one_by_one_and_asked_once_per_period(clock: Clock) -> None:
+    world = make_world(resync_seconds=RESYNC)
+    bodies = await population(world)
+    too_large = ConnectResponseTooLarge("list connectors expanded: the answer is larger than 32 MiB; not read")
+    world.connect.fail_next("list_expanded", too_large)
+    world.connect.connectors["gamma"].config["topic"] = "elsewhere"
+    for name in NAMES:
+        await resync(world, copy.deepcopy(bodies[name]))
+    reads = [c for c in world.connect.calls if c.method in ("get_config", "get_status")]
+    assert sorted({c.args[0] for c in reads}) == sorted(NAMES)
+    assert [c.method for c in world.connect.calls].count("list_expanded") == 1
+    assert world.connect.connectors["gamma"].config["topic"] == "gamma"
+    clock.offset += RESYNC / 2
+    world.connect.calls.clear()
+    await resync(world, bodies["alpha"])
+    assert [c.method for c in world.connect.calls] == ["list_expanded"]
+
+
+async def test_a_connector_missing_from_the_listing_is_read_alone(clock: Clock) -> None:
+    """A worker leaves out a connector it cannot describe at that moment: absent from the listing
+    is not proof of absence."""
+    world = make_world(resync_seconds=RESYNC)
+    bodies = await population(world)
+    await resync(world, bodies["alpha"])
+    world.connect.calls.clear()
+    cluster = await world.reconciler._clusters.resolve(NAMESPACE, CLUSTER)
+    cluster.forget_listed("beta")
+    await resync(world, bodies["beta"])
+    assert [c.method for c in world.connect.calls] == ["get_config", "get_status"]
+    assert world.connect.writes() == []

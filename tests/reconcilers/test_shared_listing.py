@@ -167,3 +167,32 @@ async def test_a_connector_missing_from_the_listing_is_read_alone(clock: Clock) 
     await resync(world, bodies["beta"])
     assert [c.method for c in world.connect.calls] == ["get_config", "get_status"]
     assert world.connect.writes() == []
+
+
+def slow(call: Any) -> Any:
+    import asyncio
+
+    async def answer() -> Any:
+        await asyncio.sleep(0.01)
+        return await call()
+
+    return answer
+
+
+async def test_at_start_up_every_connector_shares_one_answer_of_each_kind() -> None:
+    """Every object resumes at once at start-up: one ``GET /``, one plugin list, one listing,
+    not one per Connector (the apply benchmark saw 1,000 ``GET /`` before the first answer)."""
+    import asyncio
+
+    world = make_world(resync_seconds=RESYNC)
+    fake = world.connect
+    for method in ("server_info", "list_plugins", "list_expanded"):
+        # a worker takes time to answer: the other callers arrive before the first answer
+        setattr(fake, method, slow(getattr(fake, method)))
+    cluster = await world.reconciler._clusters.resolve(NAMESPACE, CLUSTER)
+    await asyncio.gather(
+        *(cluster.capabilities(60.0) for _ in range(20)),
+        *(cluster.plugins(60.0) for _ in range(20)),
+        *(cluster.listing(RESYNC / 2) for _ in range(20)),
+    )
+    assert sorted(c.method for c in world.connect.calls) == ["list_expanded", "list_plugins", "server_info"]

@@ -7,7 +7,8 @@ import asyncio
 import httpx
 import pytest
 
-from connectops.adapters.connect_rest import ConnectClient, Lanes, background
+from connectops.adapters.connect_rest import ConnectClient, Lanes
+from connectops.priority import background
 
 STATUS = {"name": "c", "connector": {"state": "RUNNING", "worker_id": "w:8083"}, "tasks": [], "type": "source"}
 
@@ -97,7 +98,7 @@ def test_a_cancelled_waiter_neither_leaks_nor_loses_a_slot(handed_first: bool) -
 
 
 def test_background_marks_only_its_own_calls() -> None:
-    from connectops.adapters.connect_rest import BACKGROUND
+    from connectops.priority import BACKGROUND
 
     assert BACKGROUND.get() is False
     with background():

@@ -15,10 +15,9 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import contextvars
 import json
 import re
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 from urllib.parse import quote
@@ -29,23 +28,10 @@ from pydantic import TypeAdapter
 from connectops import fence
 from connectops.adapters import connect_answers as answers
 from connectops.failures import ConnectopsError
+from connectops.priority import BACKGROUND
 from connectops.redact import NO_SECRETS, Redactor
 
 JSONDict = dict[str, Any]
-
-#: set by periodic work (resyncs): its Connect calls yield to a user's change (issue 17: with
-#: 1,000 Connectors a change waited up to 11 s behind the resync GETs queued before it)
-BACKGROUND: contextvars.ContextVar[bool] = contextvars.ContextVar("connect_background", default=False)
-
-
-@contextlib.contextmanager
-def background() -> Iterator[None]:
-    """Connect calls made inside are periodic work: they wait while a change's calls are waiting."""
-    token = BACKGROUND.set(True)
-    try:
-        yield
-    finally:
-        BACKGROUND.reset(token)
 
 
 class Lanes:

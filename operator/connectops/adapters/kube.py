@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextvars
+import functools
 import hashlib
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -20,6 +23,7 @@ from kubernetes.client.exceptions import ApiException
 
 from connectops.failures import ConnectopsError
 from connectops.models import GROUP, VERSION
+from connectops.priority import BACKGROUND
 
 LOCK_PREFIX = "connectops-lock-"
 LOCK_LABEL = f"{GROUP}/lock"
@@ -60,6 +64,10 @@ class Lock:
     acquired_at: str | None
 
 
+#: threads per lane (changes, periodic work); the client's connection pool holds 5 per CPU
+THREADS = 4
+
+
 def lock_name(cluster: str, connector: str) -> str:
     """A DNS-safe Lease name for (ConnectCluster, connector name): names may hold any character."""
     digest = hashlib.sha256(f"{cluster}\x00{connector}".encode()).hexdigest()[:20]
@@ -80,10 +88,20 @@ class KubeClient:
         self._core = client.CoreV1Api(self._api)
         self._custom = client.CustomObjectsApi(self._api)
         self._coord = client.CoordinationV1Api(self._api)
+        # The client is synchronous: each call holds a thread. Periodic work (a resync's Lease
+        # and Secret reads, a thousand at a time) gets threads of its own, so a change never
+        # queues behind it (see connectops.priority).
+        self._threads = ThreadPoolExecutor(THREADS, thread_name_prefix="kube")
+        self._background_threads = ThreadPoolExecutor(THREADS, thread_name_prefix="kube-background")
+
+    async def _in_thread(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        pool = self._background_threads if BACKGROUND.get() else self._threads
+        call = functools.partial(contextvars.copy_context().run, fn, *args, **kwargs)
+        return await asyncio.get_running_loop().run_in_executor(pool, call)
 
     async def _call(self, fn: Any, *args: Any, what: str, **kwargs: Any) -> Any:
         try:
-            return await asyncio.to_thread(fn, *args, **kwargs)
+            return await self._in_thread(fn, *args, **kwargs)
         except ApiException as exc:
             if exc.status == 404:
                 raise KubeObjectMissing(f"{what} not found") from None
@@ -173,9 +191,7 @@ class KubeClient:
         """Create a namespaced custom object; False when it already exists (deterministic names
         make creation idempotent). A missing kind (CRD not installed) raises KubeObjectMissing."""
         try:
-            await asyncio.to_thread(
-                self._custom.create_namespaced_custom_object, group, version, namespace, plural, body
-            )
+            await self._in_thread(self._custom.create_namespaced_custom_object, group, version, namespace, plural, body)
         except ApiException as exc:
             if exc.status == 409:
                 return False

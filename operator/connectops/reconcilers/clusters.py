@@ -86,6 +86,8 @@ class ClusterHandle:
     _listing: dict[str, ListedConnector] | None = None
     _listing_at: float = float("-inf")
     _listing_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    #: one reader at a time of what the worker says of itself (version, plugins)
+    _info_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     async def listing(self, ttl: float) -> dict[str, ListedConnector] | None:
         """Every connector of the worker group with its config and status, read at most every
@@ -124,22 +126,26 @@ class ClusterHandle:
         return self._status_reader
 
     async def capabilities(self, ttl: float) -> tuple[str, Capabilities]:
-        """Worker version and capabilities, re-read at most every ``ttl`` seconds."""
-        if self._caps is None or self._version is None or time.monotonic() - self._caps_at > ttl:
-            info = await self.client.server_info()
-            self._version = info.version
-            self._caps = capabilities_for(info.version)
-            self._kafka_cluster_id = info.kafka_cluster_id
-            self._caps_at = time.monotonic()
-        return self._version, self._caps
+        """Worker version and capabilities, re-read at most every ``ttl`` seconds, by one caller
+        while the others wait (at start-up every Connector asks at once: 1,000 identical
+        ``GET /`` before the first answer, without the lock)."""
+        async with self._info_lock:
+            if self._caps is None or self._version is None or time.monotonic() - self._caps_at > ttl:
+                info = await self.client.server_info()
+                self._version = info.version
+                self._caps = capabilities_for(info.version)
+                self._kafka_cluster_id = info.kafka_cluster_id
+                self._caps_at = time.monotonic()
+            return self._version, self._caps
 
     async def plugins(self, ttl: float) -> list[Plugin]:
         """The worker's plugins, every installed version, re-read at most every ``ttl`` seconds: a
         missing plugin or version is re-checked on this slow timer, never in a retry loop."""
-        if self._plugins is None or time.monotonic() - self._plugins_at > ttl:
-            self._plugins = await self.client.list_plugins()
-            self._plugins_at = time.monotonic()
-        return self._plugins
+        async with self._info_lock:
+            if self._plugins is None or time.monotonic() - self._plugins_at > ttl:
+                self._plugins = await self.client.list_plugins()
+                self._plugins_at = time.monotonic()
+            return self._plugins
 
     async def lock_scope(self, ttl: float) -> str:
         """Whose reset lock guards a connector reached through this handle: one per Kafka cluster

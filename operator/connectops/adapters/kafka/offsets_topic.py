@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import logging
 import time
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from itertools import accumulate
+from typing import Any, cast
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
@@ -52,7 +54,7 @@ class OffsetScan:
     scanned: int = 0
     #: records belonging to the selected connectors (all versions)
     matched: int = 0
-    #: records whose key is not ``[name, {...}]`` JSON (foreign or corrupt data)
+    #: records whose key does not start as ``[name, {...}]`` JSON (foreign data, null keys)
     unparseable: int = 0
     partitions: int = 0
     #: per partition: the end offset the read went to (read-committed, like Connect with EOS)
@@ -64,36 +66,69 @@ class OffsetScan:
         return [r for r in self.records if r.value is not None]
 
 
+_KEY = Message.key
+_SEPARATOR = b"\x00"
+
+
+def _prefixes(wanted: Iterable[str]) -> tuple[bytes, ...]:
+    """How a key of each wanted connector starts when its name is written without escapes
+    (Connect's JsonConverter writes ``["name",{...}]``, the name in UTF-8). A name that needs
+    escaping has none: its keys hold a backslash, and those are all looked at (see ``take``)."""
+    return tuple(
+        b'["' + name.encode() + b'"'
+        for name in wanted
+        if not any(c in name for c in '"\\') and all(ord(c) >= 0x20 for c in name)
+    )
+
+
 class _LatestOfConnectors:
     """What a scan keeps while it reads: the latest message per (partition, key) of the wanted
-    connectors, counting their records and the unparseable ones into ``scan``."""
+    connectors, counting their records and the unparseable ones into ``scan``.
+
+    Without a Python call per record: a batch's keys are joined into one buffer, each preceded
+    by a NUL, and ``bytes.find`` looks for NUL + the start of a wanted connector's key, and for
+    backslashes (an escaped name can be anyone's). Only those keys, a few per batch, are then
+    classified as before, by :func:`_key_connector`, which decides; no other key can be a wanted
+    connector's (a NUL inside a key can only add candidates, which it then rejects). A Python
+    call per record held the scan at 0.5-0.8x kcat on 1M records, of which reading them
+    (``consume()``) took 0.7 s: a compacted offsets topic has mostly distinct keys, so no cache of
+    verdicts helps. ``unparseable`` counts null keys and the keys that do not start as a JSON
+    array with a string (``["``)."""
 
     def __init__(self, wanted: set[str], scan: OffsetScan) -> None:
         self.wanted = wanted
         self.scan = scan
         self.latest: dict[tuple[int, bytes], Any] = {}
-        self._names: dict[bytes, str | None] = {}
+        self._needles = [_SEPARATOR + prefix for prefix in _prefixes(wanted)]
 
     def take(self, messages: list[Message]) -> None:
-        scan, names, wanted, latest = self.scan, self._names, self.wanted, self.latest
-        for msg in messages:
-            key = msg.key()
-            if key is None:
-                scan.unparseable += 1
-                continue
-            if key in names:
-                name = names[key]
-            else:
-                name = _key_connector(key)
-                # Typically few distinct keys with many versions each: remember their
-                # connector (bounded, for topics with millions of distinct keys).
-                if len(names) < 200_000:
-                    names[key] = name
-            if name is None:
-                scan.unparseable += 1
-            elif name in wanted:
-                scan.matched += 1
-                latest[(msg.partition() or 0, key)] = msg
+        keys: list[bytes | None] = list(map(_KEY, messages))
+        if None in keys:  # foreign data: null keys, counted and left out
+            self.scan.unparseable += keys.count(None)
+            pairs = [(m, k) for m, k in zip(messages, keys, strict=True) if k is not None]
+            messages, keys = [m for m, _ in pairs], [k for _, k in pairs]
+        present = cast(list[bytes], keys)
+        blob = _SEPARATOR + _SEPARATOR.join(present)
+        self.scan.unparseable += max(0, len(present) - blob.count(_SEPARATOR + b'["'))
+        # key i's separator sits at starts[i] + i (starts: the keys' lengths summed before it)
+        starts = list(accumulate(map(len, present), initial=0))
+        candidates: set[int] = set()
+        for needle in self._needles:
+            at = blob.find(needle)
+            while at >= 0:
+                candidates.add(bisect_right(range(len(present)), at, key=lambda i: starts[i] + i) - 1)
+                at = blob.find(needle, at + 1)
+        at = blob.find(b"\\")
+        while at >= 0:
+            index = bisect_right(range(len(present)), at, key=lambda i: starts[i] + i) - 1
+            candidates.add(index)
+            at = blob.find(b"\\", starts[index + 1] + index + 1)  # the next key's separator on
+        wanted, latest = self.wanted, self.latest
+        for index in sorted(candidates):  # topic order: the latest record per key wins
+            key = present[index]
+            if _key_connector(key) in wanted:
+                self.scan.matched += 1
+                latest[(messages[index].partition() or 0, key)] = messages[index]
 
 
 class _Deliveries:

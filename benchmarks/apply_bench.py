@@ -31,13 +31,17 @@ measured; Apache Kafka completes a one-member rejoin at once.
     .venv/bin/python benchmarks/apply_bench.py                        # 10, 100, 1000; 30 samples
     .venv/bin/python benchmarks/apply_bench.py --smoke                # 10 only, 5 samples (CI)
     .venv/bin/python benchmarks/apply_bench.py --sizes 10 100 --samples 50 --concurrency 4
+    .venv/bin/python benchmarks/apply_bench.py --sizes 1000 --samples 5 --tracemalloc 70   # where the heap goes
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import json
+import os
 import re
+import signal
 import statistics
 import time
 import uuid
@@ -55,6 +59,7 @@ from harness import (
     connector_ready,
     free_port,
     log,
+    reconciled,
     rss_mib,
     summary,
     table,
@@ -168,22 +173,6 @@ def sample_pair(bench: Bench, ns: str, connect: Connect, i: int) -> tuple[float,
     return through_operator(), d
 
 
-def reconciled(port: int, trigger: str | None = None) -> int:
-    """How many Connector reconciles the operator counted (``trigger``: "change", a resume
-    included, or "timer"; None: both)."""
-    try:
-        text = httpx.get(f"http://127.0.0.1:{port}/", timeout=5).text
-    except httpx.HTTPError:
-        return 0
-    return sum(
-        int(float(line.rsplit(" ", 1)[1]))
-        for line in text.splitlines()
-        if line.startswith("connectops_reconciles_total{")
-        and 'kind="Connector"' in line
-        and (trigger is None or f'trigger="{trigger}"' in line)
-    )
-
-
 def full_resync(bench: Bench, ns: str, proxy: FaultProxy, names: list[str], concurrency: int) -> dict[str, Any]:
     operator = bench.operators[0]
     operator.stop()
@@ -221,7 +210,30 @@ def full_resync(bench: Bench, ns: str, proxy: FaultProxy, names: list[str], conc
     }
 
 
-def run(bench: Bench, sizes: list[int], samples: int, concurrency: int) -> dict[str, Any]:
+def memory_attribution(bench: Bench, names: list[str], wait_seconds: float) -> dict[str, Any]:
+    """The operator restarted under tracemalloc with the population present; once every Connector
+    is reconciled and ``wait_seconds`` more have passed (a resync period includes the resyncs'
+    state), where its Python heap goes, by package and by allocation site."""
+    operator = bench.operators[0]
+    operator.stop()
+    out = bench.workdir / "tracemalloc.json"
+    port = free_port()
+    operator.start(extra_env={"CONNECTOPS_TRACEMALLOC_OUT": str(out)}, args=["--metrics-port", str(port)], traced=True)
+    wait(lambda: reconciled(port) >= len(names), 900, "every Connector reconciled (traced)", interval=0.5)
+    time.sleep(wait_seconds)
+    os.kill(operator.pid, signal.SIGUSR2)
+    wait(out.exists, 120, "tracemalloc snapshot written", interval=0.5)
+    time.sleep(1)  # the file is written in one call; let it finish
+    report: dict[str, Any] = json.loads(out.read_text())
+    report["connectors"] = len(names)
+    report["traced_rss_mib"] = rss_mib(operator.pid)
+    operator.stop()
+    return report
+
+
+def run(
+    bench: Bench, sizes: list[int], samples: int, concurrency: int, trace_after: float | None = None
+) -> dict[str, Any]:
     ns = bench.namespace("bench-apply")
     connect = Connect(bench.env.connect.url)
     proxy = FaultProxy(bench.env.connect.url).start()
@@ -269,7 +281,9 @@ def run(bench: Bench, sizes: list[int], samples: int, concurrency: int) -> dict[
             f"full resync of {len(present)}: {resync['seconds']:.1f} s, "
             f"max in flight {resync['max_concurrent_connect_requests']}"
         )
+        memory = memory_attribution(bench, present, trace_after) if trace_after is not None else None
         return {
+            "memory_attribution": memory,
             "samples": samples,
             "concurrency": concurrency,
             "sizes": results,
@@ -299,11 +313,18 @@ def main(argv: list[str] | None = None) -> int:
         help="Connect worker mode (distributed: every create is a group rebalance, ~4 s each on Tansu)",
     )
     parser.add_argument("--keep", action="store_true")
+    parser.add_argument(
+        "--tracemalloc",
+        type=float,
+        metavar="SECONDS",
+        help="at the end, restart the operator under tracemalloc and, SECONDS after every Connector "
+        "is reconciled, record where its heap goes (memory_attribution in the JSON)",
+    )
     args = parser.parse_args(argv)
     sizes, samples = ([10], 5) if args.smoke else (sorted(args.sizes), args.samples)
 
     with bench_env(keep=args.keep, standalone_connect=args.connect == "standalone") as bench:
-        result = run(bench, sizes, samples, args.concurrency)
+        result = run(bench, sizes, samples, args.concurrency, args.tracemalloc)
         result["connect_mode"] = args.connect
         result["hygiene"] = bench.hygiene()
     write_result("apply", result, args.output)
@@ -326,6 +347,15 @@ def main(argv: list[str] | None = None) -> int:
         f"RSS {r['rss_mib']:.0f} MiB (peak {r['peak_rss_mib']:.0f}),"
         f" at most {r['max_concurrent_connect_requests']} concurrent Connect calls (setting {r['concurrency_setting']})"
     )
+    if memory := result.get("memory_attribution"):
+        total = memory["traced_bytes"] or 1
+        print(f"Python heap with {memory['connectors']} Connectors (tracemalloc): {total / 2**20:.1f} MiB")
+        print(
+            table(
+                ["package", "MiB", "share"],
+                [[name, size / 2**20, size / total] for name, size in memory["by_package"][:15]],
+            )
+        )
     return 1 if result["hygiene"]["hits"] else 0
 
 

@@ -30,6 +30,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import httpx  # noqa: E402
 import kubernetes  # noqa: E402
 import yaml  # noqa: E402
 from kubernetes.client.exceptions import ApiException  # noqa: E402
@@ -162,8 +163,15 @@ class OperatorProcess:
         self.log_paths: list[Path] = []
 
     def start(
-        self, failpoint: str | None = None, extra_env: dict[str, str] | None = None, args: Sequence[str] = ()
+        self,
+        failpoint: str | None = None,
+        extra_env: dict[str, str] | None = None,
+        args: Sequence[str] = (),
+        *,
+        traced: bool = False,
     ) -> None:
+        """``traced``: under tracemalloc (``benchmarks/traced_operator.py``; SIGUSR2 writes where
+        the heap goes to ``$CONNECTOPS_TRACEMALLOC_OUT``)."""
         env = {**os.environ, **OPERATOR_ENV, **self.env, **(extra_env or {}), "KUBECONFIG": str(self.kubeconfig)}
         env.pop("CONNECTOPS_FAILPOINT", None)
         if failpoint:
@@ -172,9 +180,11 @@ class OperatorProcess:
         path = self.log_dir / f"operator-{'-'.join(self.namespaces) or 'all'}-{self.runs}.log"
         self.log_paths.append(path)
         scope = [a for ns in self.namespaces for a in ("--namespace", ns)] or ["-A"]
+        traced_entry = [sys.executable, str(ROOT / "benchmarks" / "traced_operator.py")]
+        entry = traced_entry if traced else [sys.executable, "-m", "connectops.cli"]
         with path.open("wb") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "connectops.cli", "run", *scope, "--standalone", *args],
+                [*entry, "run", *scope, "--standalone", *args],
                 env=env,
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -374,6 +384,22 @@ def bench_env(keep: bool = False, **testenv: Any) -> Iterator[Bench]:
             import shutil
 
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+def reconciled(port: int, trigger: str | None = None) -> int:
+    """How many Connector reconciles the operator counted (``trigger``: "change", a resume
+    included, or "timer"; None: both)."""
+    try:
+        text = httpx.get(f"http://127.0.0.1:{port}/", timeout=5).text
+    except httpx.HTTPError:
+        return 0
+    return sum(
+        int(float(line.rsplit(" ", 1)[1]))
+        for line in text.splitlines()
+        if line.startswith("connectops_reconciles_total{")
+        and 'kind="Connector"' in line
+        and (trigger is None or f'trigger="{trigger}"' in line)
+    )
 
 
 def connector_ready(item: dict[str, Any]) -> bool:

@@ -8,8 +8,8 @@ namespace: the watch lists and follows those too, the operator must not keep the
 
 The same operator is started once per mode on that population (off first, then on) and measured:
 
-* start: seconds until it has asked Connect about every connector (every name in a GET through
-  a counting proxy), then RSS and peak RSS;
+* start: seconds until it has reconciled every Connector (its ``connectops_reconciles_total``,
+  from ``--metrics-port``), then RSS and peak RSS;
 * idle: ``--idle`` seconds (one resync period by default: each mode's window holds one resync of
   every Connector, 10 s after the start-up) in which nothing changes. The API server's own counters (its
   ``/metrics``: ``apiserver_request_total`` by verb and resource, ``apiserver_watch_events_total``
@@ -39,7 +39,19 @@ from urllib.parse import quote, unquote
 
 import httpx
 
-from harness import Bench, FaultProxy, bench_env, connector_ready, log, rss_mib, table, wait, write_result
+from harness import (
+    Bench,
+    FaultProxy,
+    bench_env,
+    connector_ready,
+    free_port,
+    log,
+    reconciled,
+    rss_mib,
+    table,
+    wait,
+    write_result,
+)
 
 SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
 _SAMPLE = re.compile(r"^(\w+)\{([^}]*)\} ([0-9.e+]+)$")
@@ -131,19 +143,12 @@ def measure(
     mode = "on" if on else "off"
     operator = bench.operator([ns], CONNECTOPS_SECRET_ROTATION=str(on).lower(), CONNECTOPS_RESYNC_SECONDS=str(resync))
     proxy.reset()
+    port = free_port()
     started = time.perf_counter()
-    operator.start()
-    wanted = set(names)
-
-    def asked() -> bool:
-        seen = {
-            unquote(r.path.split("/")[2])
-            for r in proxy.requests
-            if r.method == "GET" and r.path.startswith("/connectors/")
-        }
-        return wanted <= seen
-
-    wait(asked, 600, f"[{mode}] every connector asked about", interval=0.5)
+    operator.start(args=["--metrics-port", str(port)])
+    # every Connector reconciled once (its resume), read from the operator's own counter (they
+    # are observed through one expanded listing, not a GET per connector)
+    wait(lambda: reconciled(port) >= len(names), 600, f"[{mode}] every Connector reconciled", interval=0.5)
     start_seconds = time.perf_counter() - started
     start_rss = rss_mib(operator.pid)
     time.sleep(10)  # the start-up burst's tail out of the idle window

@@ -12,7 +12,7 @@ import contextlib
 import logging
 import random
 from collections import defaultdict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import kopf
@@ -45,7 +45,7 @@ from connectops.settings import load
 
 SETTINGS = load()
 _EVENT_MESSAGE_LIMIT = 1000
-#: resync runs at once (see :func:`_periodic`): 8 keep 1,000 Connectors' resync within 10 s
+#: Connector resyncs at work at once (see Runtime.periodic_slots): 8 keep 1,000 within 10 s
 PERIODIC_CONCURRENCY = 8
 logger = logging.getLogger(__name__)
 
@@ -64,6 +64,9 @@ class Runtime:
         self.connect_clusters = ConnectClusterReconciler(self.clusters, SETTINGS, book)
         self.resets = OffsetResetExecutor(self.kube, self.clusters, SETTINGS, checks=self.checks)
         self.locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+        #: at most PERIODIC_CONCURRENCY Connector resyncs at work at once: a thousand in flight
+        #: share the one event loop with a user's change, which then waits a whole round of them
+        #: at every await (the apply benchmark's p99 at 1,000 Connectors was 7-9 s)
         self.periodic_slots = asyncio.Semaphore(PERIODIC_CONCURRENCY)
         self.rotation = SecretRotation(
             self.kube,
@@ -168,16 +171,10 @@ async def _periodic() -> AsyncIterator[None]:
     Jitter: kopf fires every object's timer on the same period, so the objects seen at start-up
     would resync in one burst forever; a random delay of up to a tenth of the period (before the
     object's lock is taken, so no change waits for it) spreads them, and since the next run is
-    timed from the end of this one, they stay spread.
-
-    At most :data:`PERIODIC_CONCURRENCY` run at once: a thousand resyncs in flight share the one
-    event loop with a user's change, which then waits a whole round of them at every ``await``
-    (the apply benchmark's p99 at 1,000 Connectors was 8.7 s with every call of theirs already
-    behind the change's). Waiting here costs nothing but the wait."""
+    timed from the end of this one, they stay spread."""
     await asyncio.sleep(random.uniform(0, SETTINGS.resync_seconds * 0.1))
-    async with runtime().periodic_slots:
-        with background():
-            yield
+    with background():
+        yield
 
 
 def _claims(kwargs: dict[str, Any]) -> ClaimIndex:
@@ -197,6 +194,11 @@ def _old_claims(claims: ClaimIndex, body: Any) -> list[Claim]:
     return list(claims.get(old, [])) if old is not None else []
 
 
+def _named_here(claims: ClaimIndex, namespace: str) -> Callable[[str], bool]:
+    """Whether an object of ``namespace`` names a connector: what a shared listing keeps."""
+    return lambda connector: any(claim.namespace == namespace for claim in claims.get(connector, []))
+
+
 async def _reconcile_connector(
     body: Any, patch: kopf.Patch, retry: int, claims: ClaimIndex, *, periodic: bool, listed: bool = False
 ) -> None:
@@ -211,12 +213,15 @@ async def _reconcile_connector(
         emit(type_, reason, message)
 
     with metrics.RECONCILE_SECONDS.labels(kind="Connector").time():
-        async with rt.locks[body["metadata"]["uid"]]:
+        # a resync takes one of the periodic slots once it holds the object (waiting for a busy
+        # object must not hold a slot: a reset holds its Connector for its whole run)
+        slot = rt.periodic_slots if periodic else contextlib.nullcontext()
+        async with rt.locks[body["metadata"]["uid"]], slot:
             outcome = await rt.connectors.reconcile(
                 obj,
                 counting,
                 periodic=periodic,
-                listed=listed,
+                listed=_named_here(claims, obj.namespace) if listed else None,
                 rivals=_rivals(claims, body),
                 old_claims=_old_claims(claims, body),
             )

@@ -323,7 +323,7 @@ def test_failed_tasks_restarted_with_bounded_backoff(
     assert status["tasks"][0]["state"] == "FAILED"
     assert status["tasks"][0]["trace"]
     restarts = [e for e in k8s.events(name) if e.reason == "Restarted"]
-    assert len(restarts) == 2
+    assert len(restarts) == 2, [(e.last_timestamp or e.event_time, e.message) for e in k8s.events(name)]
     time.sleep(5)  # bounded: no further restarts once the limit is reached
     assert len([e for e in k8s.events(name) if e.reason == "Restarted"]) == 2
 

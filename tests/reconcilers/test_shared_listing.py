@@ -196,3 +196,41 @@ async def test_at_start_up_every_connector_shares_one_answer_of_each_kind() -> N
         *(cluster.listing(RESYNC / 2) for _ in range(20)),
     )
     assert sorted(c.method for c in world.connect.calls) == ["list_expanded", "list_plugins", "server_info"]
+
+
+async def test_a_listing_keeps_only_the_connectors_this_namespace_names(clock: Clock) -> None:
+    """A worker shared by many teams lists every team's connectors: only the ones this
+    namespace's objects name are kept (what the operator holds is bounded by its objects)."""
+    world = make_world(resync_seconds=RESYNC)
+    bodies = await population(world)
+    for other in ("stranger-1", "stranger-2"):
+        world.connect.seed(other, {"connector.class": FILE_SOURCE, "file": "/x", "topic": other})
+    world.body = bodies["alpha"]
+    await world.reconcile(periodic=True, listed=lambda name: name in NAMES)
+    cluster = await world.reconciler._clusters.resolve(NAMESPACE, CLUSTER)
+    kept = await cluster.listing(RESYNC / 2)
+    assert kept is not None
+    assert sorted(kept) == sorted(NAMES)
+    assert [c.method for c in world.connect.calls] == ["list_expanded"]
+
+
+async def test_a_listing_never_clears_the_restart_count(clock: Clock) -> None:
+    """CI25: a task that fails again after each restart is RUNNING for a moment; a listing taken
+    then said Ready, the count of automatic restarts was cleared at each resync, and the task was
+    restarted 8 times where maxRestarts said 2. Clearing the count is decided on fresh reads."""
+    world = make_world(resync_seconds=RESYNC)
+    world.apply({**spec("orders"), "autoRestart": {"maxRestarts": 2, "backoff": {"initialSeconds": 60}}})
+    await world.reconcile()
+    world.connect.fail_task("orders", 0, sticky=True)
+    await world.reconcile(periodic=True)
+    assert world.status["autoRestart"]["count"] == 1
+    # the listing of the next period is taken while the task runs for a moment…
+    world.connect.connectors["orders"].task_failures.clear()
+    clock.offset += RESYNC / 2
+    cluster = await world.reconciler._clusters.resolve(NAMESPACE, CLUSTER)
+    assert (await cluster.listing(RESYNC / 2)) is not None
+    # …and it has failed again by the time the Connector's resync comes
+    world.connect.fail_task("orders", 0, sticky=True)
+    await world.reconcile(periodic=True)
+    assert world.status["autoRestart"]["count"] == 1
+    assert world.reasons()["Ready"] == ("False", "TasksFailed")

@@ -11,7 +11,7 @@ the Events; never from the reconciler's internals.
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -105,19 +105,19 @@ class World:
         self,
         *,
         periodic: bool = False,
-        listed: bool | None = None,
+        listed: Callable[[str], bool] | None = None,
         rivals: Sequence[Claim] = (),
         old_claims: Sequence[Claim] = (),
     ) -> Outcome:
         """One handler run: the reconcile on the current body, then its status patch applied. A
         resync observes through the shared listing, as the timer handler's does (``listed``
-        defaults to ``periodic``)."""
+        defaults to keeping every connector for a resync, and None for a change)."""
         obj = ConnectorObject.from_body(copy.deepcopy(self.body))
         outcome = await self.reconciler.reconcile(
             obj,
             self.emit,
             periodic=periodic,
-            listed=periodic if listed is None else listed,
+            listed=(lambda _: True) if periodic and listed is None else listed,
             rivals=rivals,
             old_claims=old_claims,
         )

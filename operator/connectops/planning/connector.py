@@ -155,6 +155,19 @@ class ConnectorPlan:
     unsupported: str | None = None
 
 
+def restarts_cleared(spec: ConnectorSpec, ready: bool, restarts: RestartBook, now: float) -> bool:
+    """Whether the count of automatic restarts starts again from 0: the connector is Ready and
+    has been up for ``backoff.maxSeconds`` since the last restart (as Kubernetes clears a
+    crash-loop backoff after 10 minutes of running). A task that fails in ``start()`` shows
+    RUNNING for a moment after each restart; clearing the count on that moment restarted it
+    without bound (CI25: 4 and 8 restarts where maxRestarts said 2)."""
+    if not ready or restarts.count == 0:
+        return False
+    if restarts.last_restart_at is None:
+        return True
+    return now - restarts.last_restart_at >= spec.auto_restart.backoff.max_seconds
+
+
 def restart_delay(count: int, initial: float, maximum: float) -> float:
     """Doubling backoff: initial, 2*initial, 4*initial … capped at maximum."""
     return float(min(initial * (2 ** min(count, 30)), maximum))

@@ -23,7 +23,7 @@ import hashlib
 import logging
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -89,17 +89,22 @@ class ClusterHandle:
     #: one reader at a time of what the worker says of itself (version, plugins)
     _info_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
-    async def listing(self, ttl: float) -> dict[str, ListedConnector] | None:
-        """Every connector of the worker group with its config and status, read at most every
-        ``ttl`` seconds by one caller while the others wait and share it; None when the worker
-        cannot answer it (too large for the response cap, a worker before 2.3, unreachable):
-        the caller then reads its connector alone, and the listing is not asked again before
-        ``ttl`` has passed, so a worker that cannot answer it costs one call per period."""
+    async def listing(
+        self, ttl: float, keep: Callable[[str], bool] = lambda _: True
+    ) -> dict[str, ListedConnector] | None:
+        """The worker group's connectors that ``keep`` names (the ones this namespace's objects
+        manage: a worker shared by many teams lists theirs too, and none of it is kept) with
+        their config and status, read at most every ``ttl`` seconds by one caller while the
+        others wait and share it; None when the worker cannot answer it (too large for the
+        response cap, a worker before 2.3, unreachable): the caller then reads its connector
+        alone, and the listing is not asked again before ``ttl`` has passed, so a worker that
+        cannot answer it costs one call per period."""
         async with self._listing_lock:
             if time.monotonic() - self._listing_at < ttl:
                 return self._listing
             try:
-                self._listing = await self.client.list_expanded()
+                listed = await self.client.list_expanded()
+                self._listing = {name: entry for name, entry in listed.items() if keep(name)}
             except ConnectError as exc:
                 log.info(
                     "ConnectCluster %s/%s: no expanded listing, connectors read one by one: %s",

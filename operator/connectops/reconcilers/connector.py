@@ -4,7 +4,7 @@ Modelled on Strimzi's connector reconciler (GET, compare, PUT only on a real dif
 written only when it changed), with Connect's own validate endpoint as the gate in front of
 every write: an invalid config is reported and nothing is applied.
 
-Why ~800 lines in one module: it is the Connector's whole observe-plan-apply-report cycle
+Why ~1,000 lines in one module: it is the Connector's whole observe-plan-apply-report cycle
 (validate, act, settle, report, verbs, checks, delete) around one status model; the decisions
 themselves are pure and live in planning/ (connector, verbs, interruption, plugin_versions,
 secrets), what a change cost is observed and published by change_cost, so what is left here is
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -61,6 +61,7 @@ from connectops.planning.connector import (
     plugin_missing,
     readiness,
     render_config,
+    restarts_cleared,
 )
 from connectops.planning.interruption import InterruptionWatch
 from connectops.planning.ownership import Claim, conflict_message, owner
@@ -193,14 +194,15 @@ class ConnectorReconciler:
         emit: EmitEvent,
         *,
         periodic: bool,
-        listed: bool = False,
+        listed: Callable[[str], bool] | None = None,
         rivals: Sequence[Claim] = (),
         old_claims: Sequence[Claim] = (),
     ) -> Outcome:
         """``rivals``: the Connector objects naming the same connector; ``old_claims``: those
         naming the connector spec.offsets.from renames (none without one). ``listed``: the
         connector may be observed in its worker group's shared listing (resyncs, resumes) rather
-        than with its own reads; a change always reads afresh."""
+        than with its own reads, which keeps the connectors it names (this namespace's); None:
+        read afresh, as a change always does."""
         conditions = Conditions(obj.status.conditions, obj.generation, emit)
         status = ConnectorStatus(observed_generation=obj.generation)
         error = await self._reconcile(obj, emit, (periodic, listed), (rivals, old_claims), status, conditions)
@@ -211,7 +213,7 @@ class ConnectorReconciler:
         self,
         obj: ConnectorObject,
         emit: EmitEvent,
-        trigger: tuple[bool, bool],
+        trigger: tuple[bool, Callable[[str], bool] | None],
         claims: tuple[Sequence[Claim], Sequence[Claim]],
         status: ConnectorStatus,
         conditions: Conditions,
@@ -335,7 +337,7 @@ class ConnectorReconciler:
         conditions: Conditions,
         status: ConnectorStatus,
         emit: EmitEvent,
-        trigger: tuple[bool, bool],
+        trigger: tuple[bool, Callable[[str], bool] | None],
         rotation: Mapping[str, tuple[str, str]],
         renamed_claims: tuple[tuple[str, str], ...] = (),
     ) -> None:
@@ -415,7 +417,7 @@ class ConnectorReconciler:
             )
         else:
             conditions.set("Ready", ready.ready, ready.reason, ready.message)
-        if ready.ready and book.count:
+        if restarts_cleared(spec, ready.ready, book, time.time()):
             book_raw = self._books[obj.uid] = AutoRestartStatus(count=0, last_restart_time=book_raw.last_restart_time)
         self._report(status, state, book_raw)
         if state is not None:
@@ -439,14 +441,18 @@ class ConnectorReconciler:
     ) -> tuple[ConnectorPlan, dict[str, str] | None, ConnectorState | None]:
         """The plan, and the live config and status it was made from. A listing may be up to half
         a period old: it decides only that nothing is to be done; anything to do (an action, a
-        restart verb) is decided again on the connector's own reads, just made."""
+        restart verb, the restart count to clear) is decided again on the connector's own reads,
+        just made."""
         live, state, fresh = seen
         lock = await self._reset_lock(obj.namespace, cluster, connector)
         locked_by = _holder_text(lock.holder, obj.namespace) if lock else None
         plan = plan_connector(
             spec, desired, observe(state, live), caps, locked_by=locked_by, restarts=book, now=time.time()
         )
-        if not fresh and (plan.actions or pending_verbs(obj.annotations, self._acted.get(obj.uid) or obj.status.verbs)):
+        # the restart book is reset once the connector is seen Ready: that too is a decision
+        # (CI25: a listing taken while a failing task was briefly RUNNING reset it each time)
+        decides = plan.actions or book.count > 0
+        if not fresh and (decides or pending_verbs(obj.annotations, self._acted.get(obj.uid) or obj.status.verbs)):
             live, state = await _config_and_status(cluster.client, connector)
             plan = plan_connector(
                 spec, desired, observe(state, live), caps, locked_by=locked_by, restarts=book, now=time.time()
@@ -454,13 +460,13 @@ class ConnectorReconciler:
         return plan, live, state
 
     async def _observe(
-        self, cluster: ClusterHandle, connector: str, listed: bool
+        self, cluster: ClusterHandle, connector: str, listed: Callable[[str], bool] | None
     ) -> tuple[dict[str, str] | None, ConnectorState | None, bool]:
         """The connector's live config and status, and whether they were read just now: from
         the worker group's shared listing when ``listed`` and it shows the connector, else with
         the connector's own two reads."""
-        if listed:
-            listing = await cluster.listing(self._settings.resync_seconds / 2)
+        if listed is not None:
+            listing = await cluster.listing(self._settings.resync_seconds / 2, listed)
             entry = listing.get(connector) if listing is not None else None
             if entry is not None:
                 return entry.config, entry.state, False

@@ -1,0 +1,59 @@
+"""``connectops`` under tracemalloc, for the benchmarks' memory attribution (issue 17: where the
+RSS goes at 1,000 and 10,000 Connectors).
+
+Run as the operator would be (``python benchmarks/traced_operator.py run ...``); on SIGUSR2 it
+writes, to ``$CONNECTOPS_TRACEMALLOC_OUT``, the Python heap by package (the top directory under
+site-packages or the standard library, ``connectops`` for the product) and the largest
+allocation sites. tracemalloc roughly doubles the heap and slows the process: the RSS figures
+come from untraced runs; this says where it goes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import runpy
+import signal
+import sys
+import sysconfig
+import tracemalloc
+from collections import Counter
+from pathlib import Path
+from types import FrameType
+
+FRAMES = 1
+SITES = 30
+
+
+def package(filename: str) -> str:
+    path = Path(filename)
+    parts = path.parts
+    if "site-packages" in parts:
+        return parts[parts.index("site-packages") + 1].split(".")[0].removesuffix(".py")
+    if "connectops" in parts:
+        return "connectops"
+    if filename.startswith(sysconfig.get_paths()["stdlib"]):
+        rel = Path(filename).relative_to(sysconfig.get_paths()["stdlib"]).parts
+        return f"stdlib:{rel[0].removesuffix('.py')}" if rel else "stdlib"
+    return filename if filename.startswith("<") else "other"
+
+
+def dump(_signum: int, _frame: FrameType | None) -> None:
+    snapshot = tracemalloc.take_snapshot()
+    by_line = snapshot.statistics("lineno")
+    packages: Counter[str] = Counter()
+    for stat in by_line:
+        packages[package(stat.traceback[0].filename)] += stat.size
+    report = {
+        "traced_bytes": sum(s.size for s in by_line),
+        "by_package": [[name, size] for name, size in packages.most_common()],
+        "top_sites": [[str(s.traceback[0]), s.size, s.count] for s in by_line[:SITES]],
+    }
+    Path(os.environ["CONNECTOPS_TRACEMALLOC_OUT"]).write_text(json.dumps(report, indent=1))
+
+
+if __name__ == "__main__":
+    tracemalloc.start(FRAMES)
+    signal.signal(signal.SIGUSR2, dump)
+    sys.argv = ["connectops", *sys.argv[1:]]
+    runpy.run_module("connectops.cli", run_name="__main__", alter_sys=True)

@@ -117,6 +117,9 @@ def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
 async def shutdown(**_: Any) -> None:
     global _runtime
     if _runtime is not None:
+        # batches not launched yet stay QUEUED in their Connectors' status: the next process
+        # requests them again (ConnectorReconciler._check)
+        await _runtime.checks.batches.close()
         await _runtime.clusters.aclose()
         _runtime = None
 

@@ -51,6 +51,17 @@ class Settings:
     checks_enabled: bool = field(
         default_factory=lambda: os.environ.get("CONNECTOPS_CHECKS_ENABLED", "true").lower() == "true"
     )
+    #: checks of one Connect cluster requested within this window share one SparkApplication
+    #: (a GitOps sync changing 500 Connectors starts a few drivers, not 500)
+    check_batch_window_seconds: float = field(
+        default_factory=lambda: max(0.0, _float("CONNECTOPS_CHECK_BATCH_WINDOW_SECONDS", 5.0))
+    )
+    #: connectors per SparkApplication at most (its arguments grow with them)
+    check_batch_max_connectors: int = field(
+        default_factory=lambda: max(1, _int("CONNECTOPS_CHECK_BATCH_MAX_CONNECTORS", 50))
+    )
+    #: SparkApplications this operator keeps running at once; further batches wait (and fill up)
+    check_max_running: int = field(default_factory=lambda: max(1, _int("CONNECTOPS_CHECK_MAX_RUNNING", 4)))
     check_image: str | None = field(default_factory=lambda: os.environ.get("CONNECTOPS_CHECK_IMAGE") or None)
     check_service_account: str | None = field(
         default_factory=lambda: os.environ.get("CONNECTOPS_CHECK_SERVICE_ACCOUNT") or None

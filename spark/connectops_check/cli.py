@@ -4,16 +4,28 @@ Exit status says whether the JOB ran, not what it found: 0 with any verdict (the
 reads the verdict from the ConfigMap or the output file), 1 when the job itself failed
 (collection impossible, Spark error, output not written), 2 for bad arguments. A verdict
 that could not be delivered is a failed job, since nobody would ever read it.
+
+``--each`` checks several connectors in one run (the operator batches the checks of one Connect
+cluster into one SparkApplication, so 500 changes do not start 500 drivers): each value holds one
+connector's arguments, parsed over the common ones exactly as if given with them. The connectors
+are checked concurrently in one SparkSession: sampling is waiting, so a batch takes about as long
+as its slowest member, not the sum. One member's failure (its connector unreachable, say) is
+written as that member's verdict document, ``{"verdict": null, "error": ...}``, and does not fail
+the others; the run exits 1 only when some verdict could not be delivered.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import re
+import shlex
 import sys
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -212,6 +224,22 @@ def parser() -> argparse.ArgumentParser:
     )
     out.add_argument("--output", type=Path, help="write the verdict JSON to this file")
     out.add_argument(
+        "--each",
+        action="append",
+        default=[],
+        metavar="ARGUMENTS",
+        help=(
+            "check one more connector in this run (repeatable): its own arguments, shell-quoted, "
+            'over the common ones (e.g. "--connector a --output-configmap ns/a-verdict")'
+        ),
+    )
+    out.add_argument(
+        "--parallelism",
+        type=int,
+        default=16,
+        help="connectors of an --each run checked at once (default 16)",
+    )
+    out.add_argument(
         "--output-configmap",
         type=_configmap_ref,
         metavar="NAMESPACE/NAME",
@@ -314,8 +342,28 @@ def write_configmap(namespace: str, name: str, verdict_json: str) -> None:
         api.create_namespaced_config_map(namespace, body)
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
-    from connectops_check.job import needs_spark, run_check, spark_session
+SparkProvider = Callable[[], Any]
+
+
+def _spark_provider(args: argparse.Namespace) -> SparkProvider:
+    """One SparkSession for the whole run, started by the first member that needs it (a batch of
+    source connectors never starts a JVM); getOrCreate is not meant to race with itself."""
+    lock = threading.Lock()
+    made: list[Any] = []
+
+    def provide() -> Any:
+        from connectops_check.job import spark_session
+
+        with lock:
+            if not made:
+                made.append(spark_session(None if args.master == "none" else args.master, args.driver_memory))
+            return made[0]
+
+    return provide
+
+
+def run(args: argparse.Namespace, spark_provider: SparkProvider | None = None) -> dict[str, Any]:
+    from connectops_check.job import needs_spark, run_check
 
     settings = Settings(
         max_lag=args.max_lag,
@@ -339,13 +387,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     baseline = _baseline(args)
     spark = None
     if needs_spark(snapshot):
-        spark = spark_session(None if args.master == "none" else args.master, args.driver_memory)
+        spark = (spark_provider or _spark_provider(args))()
     return run_check(snapshot, settings, spark, baseline)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    p = parser()
-    args = p.parse_args(argv)
+def _checked(p: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.Namespace:
+    """``args`` validated, with the client settings read (p.error exits 2 on anything wrong)."""
     if args.snapshot is None and not (args.bootstrap and args.connect_url and args.connector):
         p.error("either --snapshot, or all of --bootstrap, --connect-url and --connector")
     if args.samples < 1:
@@ -358,14 +405,77 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.client_config, args.secrets = client_settings(args.client_config, args.client_config_env, os.environ)
     except ValueError as error:
         p.error(str(error))
+    return args
+
+
+def _deliver(args: argparse.Namespace, text: str) -> None:
+    if args.output is not None:
+        args.output.write_text(text + "\n", encoding="utf-8")
+    if args.output_configmap is not None:
+        namespace, name = args.output_configmap
+        write_configmap(namespace, name, text)
+
+
+def _members(p: argparse.ArgumentParser, common: argparse.Namespace) -> list[argparse.Namespace]:
+    members = []
+    for text in common.each:
+        try:
+            words = shlex.split(text)
+        except ValueError as error:
+            p.error(f"--each {text!r}: {error}")
+        # parsed over a copy of the common arguments: a member's own value wins, its repeatable
+        # settings add to the common ones (argparse copies a list before appending to it)
+        member = p.parse_args(words, namespace=copy.copy(common))
+        if member.each != common.each:
+            p.error(f"--each {text!r}: a member cannot hold --each")
+        if member.output is None and member.output_configmap is None:
+            p.error(f"--each {text!r}: every member needs --output or --output-configmap")
+        members.append(_checked(p, member))
+    return members
+
+
+def _run_member(args: argparse.Namespace, spark_provider: SparkProvider) -> tuple[dict[str, Any], bool]:
+    """The member's verdict (its error document when the check failed) and whether it was
+    delivered."""
+    try:
+        verdict = run(args, spark_provider)
+    except Exception as error:  # this member failed: its verdict says why, the others go on
+        why = f"{type(error).__name__}: {mask(str(error), args.secrets)}"[:2000]
+        print(f"connectops-check: {args.connector or args.snapshot}: {why}", file=sys.stderr)
+        verdict = {"connector": args.connector, "verdict": None, "error": why}
+    try:
+        _deliver(args, json.dumps(verdict, indent=2, sort_keys=False))
+    except Exception as error:
+        print(
+            f"connectops-check: {args.connector or args.snapshot}: verdict not delivered: "
+            f"{type(error).__name__}: {mask(str(error), args.secrets)}",
+            file=sys.stderr,
+        )
+        return verdict, False
+    return verdict, True
+
+
+def _main_batch(p: argparse.ArgumentParser, common: argparse.Namespace) -> int:
+    if common.parallelism < 1:
+        p.error("--parallelism must be at least 1")
+    members = _members(p, common)
+    provider = _spark_provider(common)
+    with ThreadPoolExecutor(max_workers=min(common.parallelism, len(members))) as pool:
+        outcomes = list(pool.map(lambda member: _run_member(member, provider), members))
+    print(json.dumps([verdict for verdict, _ in outcomes], indent=2, sort_keys=False))
+    return 0 if all(delivered for _, delivered in outcomes) else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = parser()
+    args = p.parse_args(argv)
+    if args.each:
+        return _main_batch(p, args)
+    args = _checked(p, args)
     try:
         verdict = run(args)
         text = json.dumps(verdict, indent=2, sort_keys=False)
-        if args.output is not None:
-            args.output.write_text(text + "\n", encoding="utf-8")
-        if args.output_configmap is not None:
-            namespace, name = args.output_configmap
-            write_configmap(namespace, name, text)
+        _deliver(args, text)
     except Exception as error:  # the job failed: say why, exit non-zero
         print(f"connectops-check: {type(error).__name__}: {mask(str(error), args.secrets)}", file=sys.stderr)
         return 1

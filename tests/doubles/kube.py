@@ -286,6 +286,17 @@ class FakeKube:
         self.objects[key] = obj
         return True
 
+    async def get_object(self, group: str, version: str, namespace: str, plural: str, name: str) -> dict[str, Any]:
+        self._enter("get_object", namespace, plural, name)
+        obj = self.objects.get((namespace, plural, name))
+        if obj is None:
+            raise KubeObjectMissing(f"{plural} {namespace}/{name} not found")
+        return copy.deepcopy(obj)
+
+    async def delete_object(self, group: str, version: str, namespace: str, plural: str, name: str) -> None:
+        self._enter("delete_object", namespace, plural, name)
+        self.objects.pop((namespace, plural, name), None)  # the API server's 404 is taken as done
+
     async def annotate(self, namespace: str, plural: str, name: str, annotations: dict[str, str]) -> None:
         self._enter("annotate", namespace, plural, name)
         obj = self.objects.get((namespace, plural, name))

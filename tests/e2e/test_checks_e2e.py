@@ -5,6 +5,7 @@ PySpark job locally, and the verdict lands on the Connector's status."""
 from __future__ import annotations
 
 import json
+import shlex
 import uuid
 from pathlib import Path
 from typing import Any
@@ -44,29 +45,49 @@ def test_check_runs_after_each_change_and_reports(
         },
         "Connector",
     )
-    sink = "sink"
+    sink, other = "sink", "sink-b"
     check = {"samples": 2, "intervalSeconds": 1, "maxLag": 1000}
-    fail_second = lambda app: app["metadata"]["name"].endswith("-g2")  # noqa: E731
+    # the first application runs; any later one fails to submit
+    seen: list[str] = []
+
+    def fail_later(app: dict[str, Any]) -> bool:
+        name = app["metadata"]["name"]
+        if name not in seen:
+            seen.append(name)
+        return name != seen[0]
+
     with FakeSparkOperator(
         kube_client,
         k8s.ns,
         kubeconfig_path=kube.kubeconfig_path,
-        fail_submission=fail_second,
+        fail_submission=fail_later,
         log_dir=tmp_path / "spark",
     ) as harness:
-        k8s.create(
-            "connectors",
-            sink,
-            {
-                "clusterRef": {"name": "main"},
-                "class": SINK,
-                "config": {"file": str(tmp_path / "out.txt"), "topics": topic},
-                "check": check,
-            },
-            "Connector",
-        )
-        k8s.wait_condition("connectors", sink, "Ready", "True")
-        app = f"{sink}-check-g1"
+        # two sinks of one Connect cluster changed within the batch window: one application
+        for name, out in ((sink, "out.txt"), (other, "out-b.txt")):
+            k8s.create(
+                "connectors",
+                name,
+                {
+                    "clusterRef": {"name": "main"},
+                    "class": SINK,
+                    "config": {"file": str(tmp_path / out), "topics": topic},
+                    "check": {**check, "maxLag": 1000 if name == sink else 2000},
+                },
+                "Connector",
+            )
+        for name in (sink, other):
+            k8s.wait_condition("connectors", name, "Ready", "True")
+        queued = {
+            name: wait_for(
+                lambda name=name: (k8s.get("connectors", name)["status"].get("lastCheck") or {}).get("application"),
+                60,
+                f"{name}'s check requested",
+            )
+            for name in (sink, other)
+        }
+        app = queued[sink]
+        assert queued[other] == app
         harness.wait_for_state(app, "COMPLETED", timeout=240)
         states = harness.transitions(app)
         assert states[0] == "SUBMITTED"
@@ -75,42 +96,59 @@ def test_check_runs_after_each_change_and_reports(
         custom = kubernetes.client.CustomObjectsApi(kube_client)
         obj = custom.get_namespaced_custom_object("sparkoperator.k8s.io", "v1beta2", k8s.ns, "sparkapplications", app)
         assert obj["spec"]["type"] == "Python"
-        assert obj["metadata"]["ownerReferences"][0]["name"] == sink
+        assert sorted(o["name"] for o in obj["metadata"]["ownerReferences"]) == [sink, other]
         args = obj["spec"]["arguments"]
-        assert args[args.index("--connector") + 1] == sink
-        assert args[args.index("--max-lag") + 1] == "1000"
+        members = [shlex.split(args[i + 1]) for i, a in enumerate(args) if a == "--each"]
+        assert sorted(m[m.index("--connector") + 1] for m in members) == [sink, other]
+        for member in members:
+            limit = "1000" if member[member.index("--connector") + 1] == sink else "2000"
+            assert member[member.index("--max-lag") + 1] == limit
+        assert sum(1 for name in seen if name == app) == 1  # one application for both changes
 
-        # the next resync reads the verdict and publishes it
-        last = wait_for(
+        # the next resync reads each connector's own verdict and publishes it
+        for name in (sink, other):
+            last = wait_for(
+                lambda name=name: (
+                    (k8s.get("connectors", name)["status"].get("lastCheck") or {}).get("verdict")
+                    and k8s.get("connectors", name)["status"]["lastCheck"]
+                ),
+                60,
+                f"verdict on {name}'s status",
+            )
+            cm = k8s.core.read_namespaced_config_map(last["verdictConfigMap"], k8s.ns)
+            verdict = json.loads(cm.data["verdict.json"])
+            assert verdict["connector"] == name
+            assert verdict["settings"]["maxLag"] == (1000 if name == sink else 2000)
+            assert last["application"] == app
+            assert last["state"] == "COMPLETED"
+            assert last["verdict"] == verdict["verdict"]
+            assert last["headline"] == {k: v for k, v in verdict["headline"].items() if v is not None}
+            lag = k8s.condition("connectors", name, "LagHealthy")
+            balanced = k8s.condition("connectors", name, "PartitionsBalanced")
+            assert lag is not None
+            assert balanced is not None
+            if verdict["verdict"] == "HEALTHY":
+                assert lag["status"] == "True"
+                assert balanced["status"] in ("True", "Unknown")
+
+        # a second change gets an application of its own; this one fails to submit
+        k8s.patch_spec("connectors", sink, {"consumerOverrides": {"max.poll.records": 50}})
+        second = wait_for(
             lambda: (
-                (k8s.get("connectors", sink)["status"].get("lastCheck") or {}).get("verdict")
-                and k8s.get("connectors", sink)["status"]["lastCheck"]
+                (k8s.get("connectors", sink)["status"].get("lastCheck") or {}).get("application") not in (None, app)
+                and k8s.get("connectors", sink)["status"]["lastCheck"]["application"]
             ),
             60,
-            "verdict on status",
+            "the second check requested",
         )
-        cm = k8s.core.read_namespaced_config_map(f"{app}-verdict", k8s.ns)
-        verdict = json.loads(cm.data["verdict.json"])
-        assert last["application"] == app
-        assert last["state"] == "COMPLETED"
-        assert last["verdict"] == verdict["verdict"]
-        assert last["headline"] == {k: v for k, v in verdict["headline"].items() if v is not None}
-        lag = k8s.condition("connectors", sink, "LagHealthy")
-        balanced = k8s.condition("connectors", sink, "PartitionsBalanced")
-        assert lag is not None
-        assert balanced is not None
-        if verdict["verdict"] == "HEALTHY":
-            assert lag["status"] == "True"
-            assert balanced["status"] in ("True", "Unknown")
-
-        # a second change gets its own application; this one fails to submit
-        k8s.patch_spec("connectors", sink, {"consumerOverrides": {"max.poll.records": 50}})
-        harness.wait_for_state(f"{sink}-check-g2", "FAILED", timeout=60)
+        harness.wait_for_state(second, "FAILED", timeout=60)
         k8s.wait_condition("connectors", sink, "LagHealthy", "Unknown", reason="CheckFailed")
         status = k8s.get("connectors", sink)["status"]
-        assert status["lastCheck"]["application"] == f"{sink}-check-g2"
+        assert status["lastCheck"]["application"] == second
         assert status["lastCheck"]["state"] == "FAILED"
         assert status["lastCheck"]["reasons"]
+        # the other connector's verdict stands
+        assert k8s.get("connectors", other)["status"]["lastCheck"]["state"] == "COMPLETED"
         # a failing check never undoes the change
         assert k8s.condition("connectors", sink, "Ready")["status"] == "True"  # type: ignore[index]
 

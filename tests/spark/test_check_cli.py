@@ -115,3 +115,68 @@ def test_kind_option_names_every_kind_and_nothing_else() -> None:
     assert parser().parse_args([]).kind is None  # default: class name, then stored offsets' shape
     with pytest.raises(SystemExit):
         parser().parse_args(["--kind", "mirror"])
+
+
+@pytest.mark.spark
+def test_each_member_gets_the_verdict_it_would_get_alone(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One run, three members: each verdict equals its single run (the members' own thresholds
+    over the common ones), and the member that fails gets an error document, not the others'."""
+    sink = paused_sink(tmp_path)
+    source = tmp_path / "source.json"
+    Snapshot(connector="files", kind=ConnectorKind.SOURCE).save(source)
+    alone = tmp_path / "alone.json"
+    assert main(["--snapshot", str(sink), "--max-lag", "1000", "--output", str(alone)]) == 0
+    alone_source = tmp_path / "alone-source.json"
+    assert main(["--snapshot", str(source), "--max-lag", "50", "--output", str(alone_source)]) == 0
+    capsys.readouterr()
+    outs = [tmp_path / f"member-{i}.json" for i in range(3)]
+    code = main(
+        [
+            "--max-lag",
+            "50",
+            "--each",
+            f"--snapshot {sink} --max-lag 1000 --output {outs[0]}",
+            "--each",
+            f"--snapshot {source} --output {outs[1]}",
+            "--each",
+            f"--snapshot '{tmp_path / 'missing file.json'}' --output {outs[2]}",
+        ]
+    )
+    assert code == 0
+    assert json.loads(outs[0].read_text()) == json.loads(alone.read_text())
+    assert json.loads(outs[0].read_text())["settings"]["maxLag"] == 1000
+    assert json.loads(outs[1].read_text()) == json.loads(alone_source.read_text())
+    failed = json.loads(outs[2].read_text())
+    assert failed["verdict"] is None
+    assert "FileNotFoundError" in failed["error"]
+    printed = json.loads(capsys.readouterr().out)
+    assert [m.get("verdict") for m in printed] == ["UNHEALTHY", json.loads(alone_source.read_text())["verdict"], None]
+
+
+def test_each_member_needs_an_output_and_cannot_nest(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for each in ("--snapshot x", f"--snapshot x --output {tmp_path / 'o'} --each '--snapshot y'"):
+        with pytest.raises(SystemExit) as raised:
+            main(["--each", each])
+        assert raised.value.code == 2
+    err = capsys.readouterr().err
+    assert "needs --output" in err
+    assert "cannot hold --each" in err
+
+
+def test_an_undelivered_member_fails_the_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source = tmp_path / "source.json"
+    Snapshot(connector="files", kind=ConnectorKind.SOURCE).save(source)
+    delivered = tmp_path / "ok.json"
+    code = main(
+        [
+            "--each",
+            f"--snapshot {source} --output {delivered}",
+            "--each",
+            f"--snapshot {source} --output {tmp_path / 'no-such-dir' / 'v.json'}",
+        ]
+    )
+    assert code == 1
+    assert json.loads(delivered.read_text())["connector"] == "files"
+    assert "verdict not delivered" in capsys.readouterr().err

@@ -80,10 +80,18 @@ class SparkCheckDefaults(CamelModel):
 
 
 class LastCheck(StatusModel):
-    application: str = Field(description="SparkApplication name.")
+    application: str = Field(description="SparkApplication name (checks of one Connect cluster share one application).")
+    verdict_config_map: str | None = Field(
+        default=None,
+        description="ConfigMap holding this connector's verdict (unset: <application>-verdict).",
+    )
     trigger: str | None = Field(default=None, description="What change the check follows.")
-    state: str | None = Field(default=None, description="SparkApplication state, or TIMEOUT.")
-    started_at: str | None = Field(default=None, description="When it was created.")
+    state: str | None = Field(
+        default=None,
+        description="QUEUED (waiting for its batch to be launched), the SparkApplication state, or "
+        "TIMEOUT, NOT_SUBMITTED, MISSING.",
+    )
+    started_at: str | None = Field(default=None, description="When it was requested.")
     finished_at: str | None = Field(default=None, description="When the verdict was read.")
     verdict: str | None = Field(default=None, description="HEALTHY, DEGRADED, UNHEALTHY, NOT_APPLICABLE.")
     headline: dict[str, Any] | None = Field(default=None, description="Headline numbers.")

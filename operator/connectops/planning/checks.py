@@ -5,8 +5,10 @@ the driver writes its verdict JSON into a ConfigMap named after the application.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
-from collections.abc import Iterable, Mapping
+import shlex
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any
@@ -22,6 +24,8 @@ VERDICT_KEY = "verdict.json"
 LABEL_CHECK = "connectops.io/check"
 LABEL_OWNER_KIND = "connectops.io/owner-kind"
 LABEL_OWNER = "connectops.io/owner"
+#: on a SparkApplication that checks several connectors
+LABEL_BATCH = "connectops.io/batch"
 
 LAG_CODES = frozenset({"BURROW_ERR", "BURROW_WARN", "LAG_ABOVE_MAX", "LAG_WHILE_PAUSED_ABOVE_MAX", "NOT_CATCHING_UP"})
 #: verdicts that are fine given what the connector is meant to do: LagHealthy=True, this reason
@@ -170,15 +174,34 @@ def client_config_env(settings: Iterable[str]) -> dict[str, str]:
     }
 
 
-def job_arguments(
-    target: CheckTarget, check: CheckSpec, application: str, context: CheckContext | None = None
+def common_arguments(target: CheckTarget) -> list[str]:
+    """The job's arguments that describe the Connect cluster and how to reach its Kafka: the same
+    for every connector of a batch (checks are batched only when these are equal)."""
+    args = ["--bootstrap", target.bootstrap, "--connect-url", target.connect_url]
+    for url in target.metrics_urls:
+        args += ["--metrics-url", url]
+    for setting, value in sorted(target.client_config.items()):
+        args += ["--client-config", f"{setting}={value}"]
+    # a Secret's value never enters the arguments (readable by whoever reads the SparkApplication):
+    # only the name of the driver env var that holds it
+    for setting, env in client_config_env(target.client_config_from).items():
+        args += ["--client-config-env", f"{setting}={env}"]
+    if target.metrics_urls:
+        args += [
+            "--offset-flush-timeout-ms",
+            str(target.offset_flush_timeout_ms or 5000),
+            "--offset-flush-interval-ms",
+            str(target.offset_flush_interval_ms or 60000),
+        ]
+    return args
+
+
+def member_arguments(
+    target: CheckTarget, check: CheckSpec, verdict: str, context: CheckContext | None = None
 ) -> list[str]:
+    """One connector's arguments: what to sample, its thresholds and intent, where its verdict goes."""
     context = context or CheckContext()
     args = [
-        "--bootstrap",
-        target.bootstrap,
-        "--connect-url",
-        target.connect_url,
         "--connector",
         target.connector,
         "--samples",
@@ -186,7 +209,7 @@ def job_arguments(
         "--interval",
         f"{check.interval_seconds}s",
         "--output-configmap",
-        f"{target.namespace}/{verdict_config_map(application)}",
+        f"{target.namespace}/{verdict}",
     ]
     for flag, value in (
         ("--max-lag", check.max_lag),
@@ -208,22 +231,13 @@ def job_arguments(
         args += ["--desired-state", context.desired_state]
     if context.baseline_config_map and target.metrics_urls:
         args += ["--baseline-configmap", f"{target.namespace}/{context.baseline_config_map}"]
-    for url in target.metrics_urls:
-        args += ["--metrics-url", url]
-    for setting, value in sorted(target.client_config.items()):
-        args += ["--client-config", f"{setting}={value}"]
-    # a Secret's value never enters the arguments (readable by whoever reads the SparkApplication):
-    # only the name of the driver env var that holds it
-    for setting, env in client_config_env(target.client_config_from).items():
-        args += ["--client-config-env", f"{setting}={env}"]
-    if target.metrics_urls:
-        args += [
-            "--offset-flush-timeout-ms",
-            str(target.offset_flush_timeout_ms or 5000),
-            "--offset-flush-interval-ms",
-            str(target.offset_flush_interval_ms or 60000),
-        ]
     return args
+
+
+def job_arguments(
+    target: CheckTarget, check: CheckSpec, application: str, context: CheckContext | None = None
+) -> list[str]:
+    return common_arguments(target) + member_arguments(target, check, verdict_config_map(application), context)
 
 
 def _resources(res: SparkResources | None, *, executor: bool) -> dict[str, Any]:
@@ -244,11 +258,95 @@ def spark_application(
 ) -> dict[str, Any]:
     """The SparkApplication manifest (required fields per the v1beta2 API: type, sparkVersion,
     mainApplicationFile, driver, executor; plus mode, restartPolicy, TTL, arguments, image)."""
+    return _manifest(
+        target,
+        settings,
+        application,
+        arguments=job_arguments(target, check, application, context),
+        owner_label=target.owner_name,
+        annotations={"connectops.io/trigger": trigger[:250], "connectops.io/connector": target.connector},
+        owners=[_owner_reference(target, controller=True)],
+    )
+
+
+@dataclass(frozen=True)
+class BatchMember:
+    """One connector's check within a batched SparkApplication."""
+
+    target: CheckTarget
+    check: CheckSpec
+    #: the ConfigMap its verdict is written to: one per connector, named after its own change
+    verdict: str
+    context: CheckContext = field(default_factory=CheckContext)
+
+
+def batch_group(target: CheckTarget, settings: SparkCheckDefaults) -> str:
+    """Checks batch together only when everything but the connector is equal: the namespace, the
+    cluster's arguments and the driver's credentials and settings (the application's spec)."""
+    shape = {
+        "namespace": target.namespace,
+        "arguments": common_arguments(target),
+        "secrets": {k: [v.name, v.key] for k, v in sorted(target.client_config_from.items())},
+        "settings": settings.model_dump(mode="json", exclude_none=True),
+    }
+    return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def batch_application(
+    members: Sequence[BatchMember], settings: SparkCheckDefaults, application: str, owner_label: str
+) -> dict[str, Any]:
+    """One SparkApplication checking every member (``--each``): owned by each member's object, so
+    it is collected only once every one of them is deleted, and controlled by none of them."""
+    if not members:
+        raise ValueError("a batch needs at least one member")
+    first = members[0].target
+    arguments = common_arguments(first)
+    for member in members:
+        arguments += [
+            "--each",
+            shlex.join(member_arguments(member.target, member.check, member.verdict, member.context)),
+        ]
+    names = ",".join(m.target.connector for m in members)
+    return _manifest(
+        first,
+        settings,
+        application,
+        arguments=arguments,
+        owner_label=owner_label,
+        annotations={"connectops.io/trigger": f"{len(members)} change(s)", "connectops.io/connector": names[:4000]},
+        owners=[_owner_reference(m.target, controller=False) for m in members],
+        extra_labels={LABEL_BATCH: "true"},
+    )
+
+
+def _owner_reference(target: CheckTarget, *, controller: bool) -> dict[str, Any]:
+    return {
+        "apiVersion": target.owner_api_version,
+        "kind": target.owner_kind,
+        "name": target.owner_name,
+        "uid": target.owner_uid,
+        "controller": controller,
+        "blockOwnerDeletion": False,
+    }
+
+
+def _manifest(
+    target: CheckTarget,
+    settings: SparkCheckDefaults,
+    application: str,
+    *,
+    arguments: list[str],
+    owner_label: str,
+    annotations: dict[str, str],
+    owners: list[dict[str, Any]],
+    extra_labels: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
     labels = {
         "app.kubernetes.io/managed-by": "connectops",
         LABEL_CHECK: "true",
         LABEL_OWNER_KIND: target.owner_kind,
-        LABEL_OWNER: target.owner_name[:63],
+        LABEL_OWNER: owner_label[:63].rstrip("-_."),
+        **(extra_labels or {}),
     }
     driver = _resources(settings.driver, executor=False)
     if settings.service_account:
@@ -269,17 +367,8 @@ def spark_application(
             "name": application,
             "namespace": target.namespace,
             "labels": labels,
-            "annotations": {"connectops.io/trigger": trigger[:250], "connectops.io/connector": target.connector},
-            "ownerReferences": [
-                {
-                    "apiVersion": target.owner_api_version,
-                    "kind": target.owner_kind,
-                    "name": target.owner_name,
-                    "uid": target.owner_uid,
-                    "controller": True,
-                    "blockOwnerDeletion": False,
-                }
-            ],
+            "annotations": annotations,
+            "ownerReferences": owners,
         },
         "spec": {
             "type": "Python",
@@ -288,7 +377,7 @@ def spark_application(
             "image": settings.image,
             "imagePullPolicy": "IfNotPresent",
             "mainApplicationFile": settings.main_application_file,
-            "arguments": job_arguments(target, check, application, context),
+            "arguments": arguments,
             "sparkVersion": settings.spark_version,
             "restartPolicy": {"type": "Never"},
             "timeToLiveSeconds": settings.ttl_seconds,

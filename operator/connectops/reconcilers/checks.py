@@ -24,11 +24,13 @@ from connectops.planning.checks import (
     SPARK_VERSION,
     TERMINAL_STATES,
     VERDICT_KEY,
+    BatchMember,
     CheckConditions,
     CheckContext,
     CheckPolicy,
     CheckTarget,
     application_name,
+    batch_group,
     conditions_for,
     merge_defaults,
     not_allowed,
@@ -37,6 +39,7 @@ from connectops.planning.checks import (
     summarize_reasons,
     verdict_config_map,
 )
+from connectops.reconcilers.check_batches import CheckBatcher
 from connectops.reconcilers.common import Conditions
 from connectops.settings import Settings
 
@@ -52,36 +55,24 @@ class CheckRunner:
         self._settings = settings
         self._defaults = defaults
         self.policy = check_policy(settings)
+        self.batches = CheckBatcher(
+            kube,
+            window_seconds=settings.check_batch_window_seconds,
+            max_connectors=settings.check_batch_max_connectors,
+            max_running=settings.check_max_running,
+        )
 
     def enabled(self, check: CheckSpec) -> bool:
         return check.enabled if check.enabled is not None else self._settings.checks_enabled
 
-    async def launch(
-        self,
-        *,
-        namespace: str,
-        owner: dict[str, Any],
-        suffix: str,
-        connector: str,
-        cluster: ConnectClusterSpec,
-        check: CheckSpec,
-        trigger: str,
-        context: CheckContext | None = None,
-    ) -> LastCheck | None:
-        """Create the SparkApplication for this change (once: its name is deterministic) and
-        return the ``lastCheck`` status to record, or None when checks are off."""
-        if not self.enabled(check):
-            return None
-        meta = owner["metadata"]
-        name = application_name(meta["name"], suffix)
-        last = LastCheck(application=name, trigger=trigger, started_at=utcnow_iso())
-
-        def not_submitted(reasons: list[str]) -> LastCheck:
-            return last.model_copy(update={"state": "NOT_SUBMITTED", "reasons": reasons})
-
+    def _target(
+        self, namespace: str, owner: dict[str, Any], connector: str, cluster: ConnectClusterSpec
+    ) -> CheckTarget | str:
+        """The check's target, or why there can be none."""
         if cluster.kafka is None:
-            return not_submitted(["the ConnectCluster has no spec.kafka (bootstrap)"])
-        target = CheckTarget(
+            return "the ConnectCluster has no spec.kafka (bootstrap)"
+        meta = owner["metadata"]
+        return CheckTarget(
             namespace=namespace,
             owner_kind=owner["kind"],
             owner_name=meta["name"],
@@ -98,6 +89,89 @@ class CheckRunner:
             client_config=dict(cluster.kafka.config),
             client_config_from=dict(cluster.kafka.config_from),
         )
+
+    async def request(
+        self,
+        *,
+        namespace: str,
+        owner: dict[str, Any],
+        suffix: str,
+        connector: str,
+        cluster: ConnectClusterSpec,
+        cluster_name: str,
+        check: CheckSpec,
+        trigger: str,
+        context: CheckContext | None = None,
+    ) -> LastCheck | None:
+        """Queue this change's check in its Connect cluster's batch (see CheckBatcher) and return
+        the ``lastCheck`` to record (QUEUED, or NOT_SUBMITTED), or None when checks are off. The
+        verdict ConfigMap is named after the change, as a check of its own would be."""
+        if not self.enabled(check):
+            return None
+        check_name = application_name(owner["metadata"]["name"], suffix)
+        last = LastCheck(
+            application=check_name,
+            verdict_config_map=verdict_config_map(check_name),
+            trigger=trigger,
+            started_at=utcnow_iso(),
+        )
+        target = self._target(namespace, owner, connector, cluster)
+        if isinstance(target, str):
+            return last.model_copy(update={"state": "NOT_SUBMITTED", "reasons": [target]})
+        refused = not_allowed(cluster.spark_check, self._defaults, self.policy)
+        if refused:
+            return last.model_copy(update={"state": "NOT_SUBMITTED", "reasons": list(refused)})
+        settings = merge_defaults(self._defaults, cluster.spark_check)
+        member = BatchMember(target, check, verdict_config_map(check_name), context or CheckContext())
+        batch = self.batches.request(
+            target.owner_uid,
+            member,
+            group=batch_group(target, settings),
+            cluster=cluster_name,
+            settings=settings,
+            timeout_seconds=check.timeout_seconds,
+        )
+        return last.model_copy(update={"application": batch, "state": "QUEUED"})
+
+    async def lost(self, namespace: str, last: LastCheck, uid: str) -> bool:
+        """A QUEUED check that no batch of this process holds and whose application does not
+        exist (the operator restarted before launching it): it must be requested again."""
+        if last.state != "QUEUED" or self.batches.knows(last.application, uid):
+            return False
+        try:
+            await self._kube.get_object(SPARK_GROUP, SPARK_VERSION, namespace, SPARK_PLURAL, last.application)
+        except KubeObjectMissing:
+            return True
+        except KubeError:
+            return False  # not knowable now: the next pass asks again
+        return False
+
+    async def launch(
+        self,
+        *,
+        namespace: str,
+        owner: dict[str, Any],
+        suffix: str,
+        connector: str,
+        cluster: ConnectClusterSpec,
+        check: CheckSpec,
+        trigger: str,
+        context: CheckContext | None = None,
+    ) -> LastCheck | None:
+        """Create the SparkApplication for this change (once: its name is deterministic) and
+        return the ``lastCheck`` status to record, or None when checks are off. An OffsetReset's
+        check runs alone: resets are rare, and its verdict is wanted as soon as it can be had."""
+        if not self.enabled(check):
+            return None
+        name = application_name(owner["metadata"]["name"], suffix)
+        last = LastCheck(application=name, trigger=trigger, started_at=utcnow_iso())
+
+        def not_submitted(reasons: list[str]) -> LastCheck:
+            return last.model_copy(update={"state": "NOT_SUBMITTED", "reasons": reasons})
+
+        target = self._target(namespace, owner, connector, cluster)
+        if isinstance(target, str):
+            return not_submitted([target])
         refused = not_allowed(cluster.spark_check, self._defaults, self.policy)
         if refused:
             # the ConnectCluster says so too (condition ChecksAllowed): nothing is created
@@ -125,6 +199,10 @@ class CheckRunner:
         if last.state in FINAL:
             return last, None
         name = last.application
+        if last.state == "QUEUED":
+            waiting = self._queued(last, check)
+            if waiting is not None:
+                return waiting
         try:
             app = await self._kube.get_object(SPARK_GROUP, SPARK_VERSION, namespace, SPARK_PLURAL, name)
         except KubeObjectMissing:
@@ -133,27 +211,16 @@ class CheckRunner:
         except KubeError as exc:
             log.warning("check %s not readable now: %s", name, exc)
             app = {}  # judged by its age alone; read again at the next resync
-        state = str(((app.get("status") or {}).get("applicationState") or {}).get("state") or last.state or "PENDING")
+        # a launched batch has no state until the spark-operator writes one: it is PENDING, no longer QUEUED
+        stored = None if last.state == "QUEUED" else last.state
+        state = str(((app.get("status") or {}).get("applicationState") or {}).get("state") or stored or "PENDING")
         if state not in TERMINAL_STATES:
-            started = epoch_of(last.started_at)
-            if started is not None and time.time() - started > check.timeout_seconds:
-                try:
-                    await self._kube.delete_object(SPARK_GROUP, SPARK_VERSION, namespace, SPARK_PLURAL, name)
-                except KubeError as exc:
-                    log.warning("could not delete the timed-out check: %s", exc)
-                updated = last.model_copy(update={"state": "TIMEOUT", "finished_at": utcnow_iso()})
-                return updated, conditions_for(
-                    "TIMEOUT", None, f"no verdict after {check.timeout_seconds}s (last state {state})"
-                )
-            return last.model_copy(update={"state": state}), None
+            return await self._in_flight(namespace, last, check, state)
+        self.batches.finished(namespace, name)
         verdict: dict[str, Any] | None = None
         error = ((app.get("status") or {}).get("applicationState") or {}).get("errorMessage")
         if state == "COMPLETED":
-            try:
-                cm = await self._kube.config_map(namespace, verdict_config_map(name))
-                verdict = json.loads((cm.data or {})[VERDICT_KEY])
-            except (KubeError, KeyError, ValueError) as exc:
-                error = f"verdict ConfigMap {verdict_config_map(name)} unreadable: {exc}"
+            state, verdict, error = await self._verdict(namespace, last)
         values: dict[str, Any] = {"state": state, "finished_at": utcnow_iso()}
         metrics.CHECKS.labels(state=state, verdict=(verdict or {}).get("verdict", "none")).inc()
         if verdict is not None:
@@ -169,6 +236,58 @@ class CheckRunner:
         # validated: the verdict is the job's answer, read from a ConfigMap
         updated = LastCheck.model_validate({**last.model_dump(), **values})
         return updated, conditions_for(state, verdict, error)
+
+    async def _in_flight(
+        self, namespace: str, last: LastCheck, check: CheckSpec, state: str
+    ) -> tuple[LastCheck, CheckConditions | None]:
+        started = epoch_of(last.started_at)
+        if started is None or time.time() - started <= check.timeout_seconds:
+            return last.model_copy(update={"state": state}), None
+        # a batch is shared: the batcher deletes it once its longest timeout has passed
+        if last.verdict_config_map is None:
+            try:
+                await self._kube.delete_object(SPARK_GROUP, SPARK_VERSION, namespace, SPARK_PLURAL, last.application)
+            except KubeError as exc:
+                log.warning("could not delete the timed-out check: %s", exc)
+        updated = last.model_copy(update={"state": "TIMEOUT", "finished_at": utcnow_iso()})
+        return updated, conditions_for(
+            "TIMEOUT", None, f"no verdict after {check.timeout_seconds}s (last state {state})"
+        )
+
+    def _queued(self, last: LastCheck, check: CheckSpec) -> tuple[LastCheck, CheckConditions | None] | None:
+        """A QUEUED check's next state while its batch is not launched; None once it is (or when
+        this process does not know the batch: then the application tells)."""
+        outcome = self.batches.outcome(last.application)
+        if outcome is not None and outcome.state == "REFUSED":
+            reason = "; ".join(outcome.reasons)
+            updated = last.model_copy(
+                update={"state": "NOT_SUBMITTED", "reasons": list(outcome.reasons), "finished_at": utcnow_iso()}
+            )
+            return updated, CheckConditions((None, "CheckNotSubmitted", reason), (None, "CheckNotSubmitted", reason))
+        if outcome is not None and outcome.state == "QUEUED":
+            started = epoch_of(last.started_at)
+            if started is not None and time.time() - started > check.timeout_seconds:
+                updated = last.model_copy(update={"state": "TIMEOUT", "finished_at": utcnow_iso()})
+                return updated, conditions_for(
+                    "TIMEOUT", None, f"no verdict after {check.timeout_seconds}s (still queued)"
+                )
+            return last, None
+        return None
+
+    async def _verdict(self, namespace: str, last: LastCheck) -> tuple[str, dict[str, Any] | None, str | None]:
+        """(state, verdict, error) of a COMPLETED application for this check: FAILED when its
+        ConfigMap holds no verdict, or the error of its part of a batch (the others' stand)."""
+        where = last.verdict_config_map or verdict_config_map(last.application)
+        try:
+            cm = await self._kube.config_map(namespace, where)
+            verdict = json.loads((cm.data or {})[VERDICT_KEY])
+        except (KubeError, KeyError, ValueError) as exc:
+            return "COMPLETED", None, f"verdict ConfigMap {where} unreadable: {exc}"
+        if not isinstance(verdict, dict):
+            return "COMPLETED", None, f"verdict ConfigMap {where} holds no verdict document"
+        if verdict.get("error"):
+            return "FAILED", None, str(verdict["error"])
+        return "COMPLETED", verdict, None
 
 
 def check_defaults(settings: Settings) -> SparkCheckDefaults:

@@ -696,9 +696,18 @@ class ConnectorReconciler:
     ) -> None:
         """After a change: launch the lag/balance check. Otherwise: follow the one in flight."""
         changes = [a for a in actions if isinstance(a, Create | UpdateConfig | SetState)]
+        # A resync queued behind the change handler gets the body from before that handler's
+        # status patch: following the check stored there would put the previous check back
+        # over the one just launched. What this process launched last is the newer record.
+        last = _newer_check(obj.status.last_check, self._last_checks.get(obj.uid))
+        trigger = ""
         if changes:
-            trigger = ", ".join(type(a).__name__ for a in changes)
-            launched = await self._checks.launch(
+            trigger = f"generation {obj.generation}: " + ", ".join(type(a).__name__ for a in changes)
+        elif last is not None and await self._checks.lost(obj.namespace, last, obj.uid):
+            # queued by a process that is gone before its batch was launched: asked again
+            trigger = last.trigger or f"generation {obj.generation}"
+        if trigger:
+            launched = await self._checks.request(
                 namespace=obj.namespace,
                 owner={
                     "apiVersion": "connectops.io/v1alpha1",
@@ -708,8 +717,9 @@ class ConnectorReconciler:
                 suffix=f"g{obj.generation}",
                 connector=connector,
                 cluster=cluster.spec,
+                cluster_name=cluster.name,
                 check=spec.check,
-                trigger=f"generation {obj.generation}: {trigger}",
+                trigger=trigger,
                 context=CheckContext(
                     desired_state=str(spec.state), baseline_config_map=_previous_verdict(obj.status.last_check)
                 ),
@@ -722,10 +732,6 @@ class ConnectorReconciler:
                     conditions.set("LagHealthy", None, "CheckNotSubmitted", reason)
                     conditions.set("PartitionsBalanced", None, "CheckNotSubmitted", reason)
                 return
-        # A resync queued behind the change handler gets the body from before that handler's
-        # status patch: following the check stored there would put the previous check back
-        # over the one just launched. What this process launched last is the newer record.
-        last = _newer_check(obj.status.last_check, self._last_checks.get(obj.uid))
         if last is not None:
             updated, result = await self._checks.poll(obj.namespace, last, spec.check)
             status.last_check = updated
@@ -810,6 +816,7 @@ class ConnectorReconciler:
         more, so the finalizer is released with a warning instead of blocking deletion forever."""
         for memo in (self._last_checks, self._books, self._acted):
             memo.pop(obj.uid, None)
+        self._checks.batches.withdraw(obj.uid)
         try:
             spec = ConnectorSpec.model_validate(obj.spec)
         except ValidationError:
@@ -977,7 +984,7 @@ def _newer_check(stored: LastCheck | None, remembered: LastCheck | None) -> Last
 def _previous_verdict(last: LastCheck | None) -> str | None:
     """The verdict ConfigMap of the last completed check: the "before" of the next one."""
     if last is not None and last.state == "COMPLETED":
-        return verdict_config_map(last.application)
+        return last.verdict_config_map or verdict_config_map(last.application)
     return None
 
 

@@ -202,6 +202,8 @@ class FakeSparkOperator:
     (the driver "succeeds" at once). ``fail_submission`` makes submission fail, with
     ``submission_error`` as the cause; ``hang`` leaves the app RUNNING until it is deleted or
     the harness stops (the job is not started). Both take an :data:`AppSelector`.
+    ``max_drivers`` plays a cluster with room for that many driver pods: an application whose
+    driver finds no room stays SUBMITTED (upstream: the pod is Pending) until one ends.
     """
 
     def __init__(
@@ -223,8 +225,13 @@ class FakeSparkOperator:
         job_timeout: float = 600.0,
         log_dir: str | os.PathLike[str] | None = None,
         env: Mapping[str, str] | None = None,
+        max_drivers: int | None = None,
     ) -> None:
         self.namespace = namespace
+        self._room = None if max_drivers is None else threading.BoundedSemaphore(max_drivers)
+        #: figures for benchmarks: drivers running now and at most
+        self.drivers_running = 0
+        self.drivers_peak = 0
         self.kubeconfig_path = Path(kubeconfig_path)
         self.python = Path(python)
         self.extra_args = tuple(extra_args)
@@ -393,9 +400,7 @@ class FakeSparkOperator:
             status["sparkApplicationId"] = f"spark-{uuid.uuid4().hex}"
             self._write(app, status)  # still SUBMITTED
             self._sleep(app, self.pending_seconds)
-            status["applicationState"] = {"state": RUNNING}
-            self._write(app, status)
-            returncode, message = self._drive(app, obj)
+            returncode, message = self._run_driver(app, obj, status)
             status["terminationTime"] = _now()
             if returncode == 0:
                 status["applicationState"] = {"state": SUCCEEDING}
@@ -415,6 +420,24 @@ class FakeSparkOperator:
             status["applicationState"] = {"state": FAILED, "errorMessage": message}
             self._write(app, status)
             return
+
+    def _run_driver(self, app: _App, obj: Mapping[str, Any], status: dict[str, Any]) -> tuple[int, str]:
+        """RUNNING once the driver has room, then the job; the room is given back when it ends."""
+        if self._room is not None:
+            while not self._room.acquire(timeout=0.2):  # the pod is Pending: still SUBMITTED
+                self._sleep(app, 0)
+        try:
+            with self._lock:
+                self.drivers_running += 1
+                self.drivers_peak = max(self.drivers_peak, self.drivers_running)
+            status["applicationState"] = {"state": RUNNING}
+            self._write(app, status)
+            return self._drive(app, obj)
+        finally:
+            with self._lock:
+                self.drivers_running -= 1
+            if self._room is not None:
+                self._room.release()
 
     def _submit(self, app: _App, obj: Mapping[str, Any], status: dict[str, Any]) -> bool:
         status["submissionID"] = str(uuid.uuid4())

@@ -1,0 +1,25 @@
+"""benchmarks/check_batch_bench.py keeps working (smoke size: 12 Connectors changed at once)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.benchmarks.smoke import run_smoke
+
+
+@pytest.mark.timeout(600)
+def test_check_batch_bench_smoke(tmp_path: Path) -> None:
+    data = run_smoke("check_batch_bench", tmp_path)
+    batched, baseline = data["results"]
+    assert (batched["mode"], baseline["mode"]) == ("batched", "baseline")
+    # the 12 changes of one Connect cluster share an application (two when the operator's
+    # reconciles of the burst straddle the 5 s window on a loaded machine); one each before
+    assert batched["applications"] <= 2, batched
+    assert batched["connectors_per_application"]["max"] >= 6, batched
+    assert baseline["applications"] == 12, baseline
+    assert batched["peak_running_drivers"] <= 4
+    for result in (batched, baseline):
+        assert result["states"] == {"COMPLETED": 12}, result
+        assert result["verdicts_not_matching_their_configmap"] == [], result

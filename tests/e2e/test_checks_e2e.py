@@ -4,6 +4,8 @@ PySpark job locally, and the verdict lands on the Connector's status."""
 
 from __future__ import annotations
 
+import argparse
+import copy
 import json
 import shlex
 import uuid
@@ -13,12 +15,21 @@ from typing import Any
 import kubernetes
 import pytest
 
+from connectops_check.cli import parser
 from tests.e2e.conftest import K8s, connect_cluster_spec, wait_for
 from tests.env.servers import ConnectWorker, KubeAPI
 from tests.env.spark.crd import apply_sparkapplication_crd
 from tests.env.spark.harness import FakeSparkOperator
 
 SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
+
+
+def parse_member(arguments: list[str], each: str) -> argparse.Namespace:
+    """One ``--each`` member's arguments as the job parses them: over the common ones."""
+    common = parser().parse_args(arguments)
+    return parser().parse_args(shlex.split(each), namespace=copy.copy(common))
+
+
 SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"
 
 
@@ -98,11 +109,10 @@ def test_check_runs_after_each_change_and_reports(
         assert obj["spec"]["type"] == "Python"
         assert sorted(o["name"] for o in obj["metadata"]["ownerReferences"]) == [sink, other]
         args = obj["spec"]["arguments"]
-        members = [shlex.split(args[i + 1]) for i, a in enumerate(args) if a == "--each"]
-        assert sorted(m[m.index("--connector") + 1] for m in members) == [sink, other]
+        members = [parse_member(args, each) for each in parser().parse_args(args).each]
+        assert sorted(m.connector for m in members) == [sink, other]
         for member in members:
-            limit = "1000" if member[member.index("--connector") + 1] == sink else "2000"
-            assert member[member.index("--max-lag") + 1] == limit
+            assert member.max_lag == (1000 if member.connector == sink else 2000)
         assert sum(1 for name in seen if name == app) == 1  # one application for both changes
 
         # the next resync reads each connector's own verdict and publishes it

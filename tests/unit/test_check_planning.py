@@ -286,3 +286,32 @@ def test_mask_hides_the_values_read_from_the_environment() -> None:
     assert mask(text, ["pa55-word", "pa55-word-2", "on"]) == (
         'Invalid value "[redacted]" for configuration property "sasl.password" ([redacted])'
     )
+
+
+@pytest.mark.parametrize("name", ["--samples", "-x", "a b 'c' \"d\"", "--each", "x;rm -rf /", "--output-configmap"])
+def test_any_connector_name_reaches_the_job_as_a_name(name: str) -> None:
+    """A connector name is the user's: alone or inside a batch member's shell-quoted arguments,
+    the job parses it back as the connector and nothing else (no option, no second member)."""
+    import copy
+    import dataclasses
+    import shlex
+
+    from connectops.planning.checks import BatchMember, batch_application
+
+    target = dataclasses.replace(TARGET, connector=name)
+    alone = parser().parse_args(job_arguments(target, CheckSpec(samples=3), "a"))
+    assert (alone.connector, alone.samples, alone.each) == (name, 3, [])
+    other = dataclasses.replace(TARGET, connector="other", owner_uid="u2")
+    manifest = batch_application(
+        [BatchMember(target, CheckSpec(samples=3), "v1"), BatchMember(other, CheckSpec(), "v2")],
+        BUILTIN_DEFAULTS,
+        "batch",
+        "main",
+    )
+    common = parser().parse_args(manifest["spec"]["arguments"])
+    assert len(common.each) == 2
+    members = [parser().parse_args(shlex.split(each), namespace=copy.copy(common)) for each in common.each]
+    assert [(m.connector, m.samples, m.output_configmap) for m in members] == [
+        (name, 3, ("ns", "v1")),
+        ("other", 6, ("ns", "v2")),
+    ]

@@ -177,15 +177,14 @@ def client_config_env(settings: Iterable[str]) -> dict[str, str]:
 def common_arguments(target: CheckTarget) -> list[str]:
     """The job's arguments that describe the Connect cluster and how to reach its Kafka: the same
     for every connector of a batch (checks are batched only when these are equal)."""
-    args = ["--bootstrap", target.bootstrap, "--connect-url", target.connect_url]
-    for url in target.metrics_urls:
-        args += ["--metrics-url", url]
-    for setting, value in sorted(target.client_config.items()):
-        args += ["--client-config", f"{setting}={value}"]
+    # ``--flag=value``: a value that starts with "-" (a connector may be called "--samples") is
+    # then still a value to argparse, never an option of its own
+    args = [f"--bootstrap={target.bootstrap}", f"--connect-url={target.connect_url}"]
+    args += [f"--metrics-url={url}" for url in target.metrics_urls]
+    args += [f"--client-config={setting}={value}" for setting, value in sorted(target.client_config.items())]
     # a Secret's value never enters the arguments (readable by whoever reads the SparkApplication):
     # only the name of the driver env var that holds it
-    for setting, env in client_config_env(target.client_config_from).items():
-        args += ["--client-config-env", f"{setting}={env}"]
+    args += [f"--client-config-env={s}={env}" for s, env in client_config_env(target.client_config_from).items()]
     if target.metrics_urls:
         args += [
             "--offset-flush-timeout-ms",
@@ -202,14 +201,12 @@ def member_arguments(
     """One connector's arguments: what to sample, its thresholds and intent, where its verdict goes."""
     context = context or CheckContext()
     args = [
-        "--connector",
-        target.connector,
+        f"--connector={target.connector}",
         "--samples",
         str(check.samples),
         "--interval",
         f"{check.interval_seconds}s",
-        "--output-configmap",
-        f"{target.namespace}/{verdict}",
+        f"--output-configmap={target.namespace}/{verdict}",
     ]
     for flag, value in (
         ("--max-lag", check.max_lag),
@@ -302,10 +299,9 @@ def batch_application(
     first = members[0].target
     arguments = common_arguments(first)
     for member in members:
-        arguments += [
-            "--each",
-            shlex.join(member_arguments(member.target, member.check, member.verdict, member.context)),
-        ]
+        # ``--each=``: the value starts with "--connector=...", which argparse would take for an option
+        member_args = member_arguments(member.target, member.check, member.verdict, member.context)
+        arguments.append(f"--each={shlex.join(member_args)}")
     names = ",".join(m.target.connector for m in members)
     return _manifest(
         first,

@@ -19,11 +19,13 @@ room for ``--drivers`` (4) drivers at once, as a cluster with limited room would
 without room stays SUBMITTED). The check of a stopped source needs no Spark JVM, so what is
 timed is the operator's batching, the job's start and its collection from Kafka and Connect.
 
-Reported per mode: applications created, the most running at once (the harness's drivers and
-the operator's own count), and the time from the patch until every Connector's
-``status.lastCheck`` holds a verdict (the resync period, 10 s here, bounds how soon a finished
-check is read back). Each verdict is checked: the ConfigMap it names holds a verdict for that
-connector, and the status says what the ConfigMap says.
+Reported per mode: applications created; the most in flight at once (created and not finished,
+sampled from the API each second: what the operator asks the cluster to run, which its cap
+bounds); the most drivers running (bounded by the stand-in cluster's room in both modes); and
+the time from the patch until every Connector's ``status.lastCheck`` holds a verdict (the
+resync period, 10 s here, bounds how soon a finished check is read back). Each verdict is
+checked: the ConfigMap it names holds a verdict for that connector, and the status says what the
+ConfigMap says.
 
     .venv/bin/python benchmarks/check_batch_bench.py                # 500 Connectors
     .venv/bin/python benchmarks/check_batch_bench.py --smoke        # 12 Connectors (CI)
@@ -85,6 +87,15 @@ def applications(bench: Bench, ns: str) -> list[dict[str, Any]]:
     return items
 
 
+def in_flight(bench: Bench, ns: str) -> int:
+    """Applications created and not finished: what the operator asked the cluster to run now."""
+    return sum(
+        1
+        for app in applications(bench, ns)
+        if ((app.get("status") or {}).get("applicationState") or {}).get("state") not in ("COMPLETED", "FAILED")
+    )
+
+
 def with_verdict(bench: Bench, ns: str) -> dict[str, dict[str, Any]]:
     out = {}
     for item in bench.items(ns, "connectors"):
@@ -131,7 +142,11 @@ def run_mode(bench: Bench, mode: str, connectors: int, drivers: int) -> dict[str
             )
         patched = time.monotonic() - started
 
+        peak_in_flight = 0
+
         def every_verdict() -> dict[str, dict[str, Any]] | None:
+            nonlocal peak_in_flight
+            peak_in_flight = max(peak_in_flight, in_flight(bench, ns))
             got = with_verdict(bench, ns)
             return got if len(got) == connectors else None
 
@@ -157,7 +172,10 @@ def run_mode(bench: Bench, mode: str, connectors: int, drivers: int) -> dict[str
         if document.get("connector") != name or document.get("verdict") != last.get("verdict"):
             wrong.append(name)
     members = [len([a for a in app["spec"]["arguments"] if a.startswith("--each=")]) or 1 for app in apps]
-    log(f"{mode}: {len(apps)} applications, peak drivers {peak_drivers}, all verdicts in {elapsed:.1f} s")
+    log(
+        f"{mode}: {len(apps)} applications, at most {peak_in_flight} in flight, peak drivers {peak_drivers}, "
+        f"all verdicts in {elapsed:.1f} s"
+    )
     return {
         "mode": mode,
         "connectors": connectors,
@@ -165,6 +183,7 @@ def run_mode(bench: Bench, mode: str, connectors: int, drivers: int) -> dict[str
         "applications": len(apps),
         "connectors_per_application": {"min": min(members), "max": max(members)} if members else None,
         "peak_running_drivers": peak_drivers,
+        "peak_applications_in_flight": peak_in_flight,
         "patch_seconds": round(patched, 2),
         "seconds_until_every_verdict": round(elapsed, 1),
         "states": states,
@@ -201,13 +220,23 @@ def main(argv: list[str] | None = None) -> int:
     path = write_result("check_batch", data, args.output)
     print(
         table(
-            ["mode", "Connectors", "applications", "per application", "peak running", "every verdict (s)", "states"],
+            [
+                "mode",
+                "Connectors",
+                "applications",
+                "per application",
+                "in flight at most",
+                "drivers at most",
+                "every verdict (s)",
+                "states",
+            ],
             [
                 [
                     r["mode"],
                     r["connectors"],
                     r["applications"],
                     r["connectors_per_application"],
+                    r["peak_applications_in_flight"],
                     r["peak_running_drivers"],
                     r["seconds_until_every_verdict"],
                     r["states"],

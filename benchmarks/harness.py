@@ -36,10 +36,10 @@ import yaml  # noqa: E402
 from kubernetes.client.exceptions import ApiException  # noqa: E402
 
 from tests.env.faultproxy import FaultProxy, FaultRule  # noqa: E402
-from tests.env.servers import TestEnv, free_port  # noqa: E402
+from tests.env.servers import ConnectWorker, TestEnv, free_port  # noqa: E402
 
 # re-exported: scripts import through harness, which fixes sys.path
-__all__ = ["FaultProxy", "FaultRule", "TestEnv", "free_port"]
+__all__ = ["ConnectWorker", "FaultProxy", "FaultRule", "TestEnv", "free_port"]
 
 GROUP, VERSION = "connectops.io", "v1alpha1"
 RESULTS = ROOT / "benchmarks" / "results"
@@ -270,15 +270,18 @@ class Bench:
     def secret(self, ns: str, name: str, data: dict[str, str]) -> None:
         self.core.create_namespaced_secret(ns, kubernetes.client.V1Secret(metadata={"name": name}, string_data=data))
 
-    def cluster(self, ns: str, rest_url: str | None = None, name: str = "main") -> None:
+    def cluster(
+        self, ns: str, rest_url: str | None = None, name: str = "main", connect: ConnectWorker | None = None
+    ) -> None:
         """A ConnectCluster whose every Secret-sourced setting holds the canary.
 
         The worker runs without REST auth, so the basic-auth header is sent and ignored; the
         Kafka ``sasl.password`` is read and passed to librdkafka, which ignores it on PLAINTEXT.
+        ``connect``: another worker group on the environment's broker (default: the environment's).
         """
         self.secret(ns, "connect-auth", {"username": "operator", "password": self.canary})
         self.secret(ns, "kafka-auth", {"password": self.canary})
-        connect = self.env.connect
+        connect = connect or self.env.connect
         spec = {
             "restUrl": rest_url or connect.url,
             "basicAuth": {"secretName": "connect-auth"},

@@ -35,6 +35,7 @@ SCRIPTS = [
     ("bad_input_bench", "bad_input"),
     ("producer_pressure_bench", "producer_pressure"),
     ("rotation_bench", "rotation"),
+    ("check_batch_bench", "check_batch"),
 ]
 START, END = "<!-- results:start -->", "<!-- results:end -->"
 
@@ -213,6 +214,25 @@ def report(results: Path) -> tuple[str, dict[str, Any]]:
                 f"{off['rotation_seconds_until_all_in_connect']:.1f} s",
                 "",
                 met(on["rotation_seconds_until_all_in_connect"] < 10 and on["config_puts_to_untouched"] == 0),
+            ]
+        )
+    if cb := load(results, "check_batch"):
+        hygiene(cb)
+        b, base = cb["results"]
+        rows.append(
+            [
+                f"Checks after {b['connectors']} simultaneous Connector changes (one Connect cluster): "
+                "SparkApplications, at most in flight, time until every verdict (batched vs one each)",
+                "<= 1 per cluster per window (50 connectors each), <= 4 in flight",
+                f"{b['applications']} vs {base['applications']} applications; at most "
+                f"{b['peak_applications_in_flight']} vs {base['peak_applications_in_flight']} in flight; every "
+                f"verdict after {b['seconds_until_every_verdict']:.0f} vs {base['seconds_until_every_verdict']:.0f} s",
+                f"{cb['ratio_time_baseline_over_batched']:.1f}x",
+                met(
+                    b["applications"] <= -(-b["connectors"] // 50) + 1
+                    and b["peak_applications_in_flight"] <= 4
+                    and not b["verdicts_not_matching_their_configmap"]
+                ),
             ]
         )
     rows.append(

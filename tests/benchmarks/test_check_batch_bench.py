@@ -19,7 +19,7 @@ def test_check_batch_bench_smoke(tmp_path: Path) -> None:
     assert batched["applications"] <= 2, batched
     assert batched["connectors_per_application"]["max"] >= 6, batched
     assert baseline["applications"] == 12, baseline
-    assert batched["peak_running_drivers"] <= 4
+    assert batched["peak_applications_in_flight"] <= 4
     for result in (batched, baseline):
         assert result["states"] == {"COMPLETED": 12}, result
         assert result["verdicts_not_matching_their_configmap"] == [], result

@@ -15,6 +15,7 @@ objects the way the real API server would return them.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import itertools
 from datetime import UTC, datetime
@@ -277,6 +278,7 @@ class FakeKube:
 
     async def create_object(self, group: str, version: str, namespace: str, plural: str, body: dict[str, Any]) -> bool:
         self._enter("create_object", namespace, plural, body["metadata"]["name"])
+        await asyncio.sleep(0)  # a real call gives the loop to others while it is in flight
         key = (namespace, plural, body["metadata"]["name"])
         if key in self.objects:
             return False  # 409: the API server keeps the first

@@ -328,7 +328,9 @@ class Bounds:
     Measured with every rule granted (2 CPUs, four scenarios at a time, each lane on its own
     Connect worker): the whole scenario takes ~30 s, Ready 5-15 s, the crash 3-5 s after the
     reset is created, Succeeded ~8 s after the restart, verdict and timeout 3-6 s each (3 s
-    resyncs).
+    resyncs). With eight at a time on a 2-CPU machine busy with other work as well (load ~20),
+    the baseline took 77 s: Ready after ~20 s, Succeeded ~24 s after the restart; six at a time
+    (test_rbac_proof.LANES) took the file as long, with two Connect workers fewer.
     ``ready`` must stay below the ~54 s kopf spends retrying a forbidden namespace list (its
     ``error_backoffs``) before it falls back: that minute of standstill is what omitting
     ``namespaces/list`` breaks.
@@ -341,6 +343,8 @@ class Bounds:
     crash: float = 30.0
     reset: float = 40.0
     check_timeout: float = 20.0
+    #: a Connector's check waits for its batch window (the chart's 5 s) before it is created
+    check_launched: float = 15.0
     on_create: float = 40.0
     #: a rotated Secret key in Connect (by the watch at once; else by a 3 s resync)
     rotation: float = 15.0
@@ -584,7 +588,8 @@ class Scenario:
         app = self._last_check_app("connectors", self.connector)
         obs.check_launched = app is not None
         if app is not None:
-            self._complete_application(app)
+            where = self._last_check("connectors", self.connector).get("verdictConfigMap") or f"{app}-verdict"
+            self._complete_application(app, str(where))
 
             def verdict() -> bool:
                 obs.connector_last_check = self._last_check("connectors", self.connector)
@@ -729,12 +734,19 @@ class Scenario:
         return last
 
     def _last_check_app(self, plural: str, name: str) -> str | None:
-        """The SparkApplication named in ``status.lastCheck``, if it was really created."""
-        last = self._last_check(plural, name)
-        app = last.get("application")
-        if not app or last.get("state") == "NOT_SUBMITTED" or not self._app_exists(str(app)):
-            return None
-        return str(app)
+        """The SparkApplication named in ``status.lastCheck``, once it is really created: a
+        Connector's check is QUEUED for its batch window first (NOT_SUBMITTED: never created)."""
+
+        def created() -> str | bool | None:
+            last = self._last_check(plural, name)
+            app = last.get("application")
+            if last.get("state") == "NOT_SUBMITTED":
+                return False
+            return str(app) if app and self._app_exists(str(app)) else None
+
+        found = _poll(lambda: created() is not None, self.bounds.check_launched)
+        app = created() if found else None
+        return app if isinstance(app, str) else None
 
     def _app_exists(self, app: str) -> bool:
         try:
@@ -745,14 +757,14 @@ class Scenario:
             raise
         return True
 
-    def _complete_application(self, app: str) -> None:
+    def _complete_application(self, app: str, where: str) -> None:
         """What the Spark operator and the check job would do: the app COMPLETED, the verdict in
-        ConfigMap ``<app>-verdict`` (written with the driver's own ServiceAccount in production)."""
+        ConfigMap ``where`` (written with the driver's own ServiceAccount in production)."""
         verdict = {"verdict": "HEALTHY", "headline": {"totalLag": 0}, "lag": {"totalLag": 0}, "balance": None}
         self.k8s.core.create_namespaced_config_map(
             self.ns,
             kubernetes.client.V1ConfigMap(
-                metadata={"name": f"{app}-verdict"}, data={"verdict.json": json.dumps({**verdict, "reasons": []})}
+                metadata={"name": where}, data={"verdict.json": json.dumps({**verdict, "reasons": []})}
             ),
         )
         finished = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -791,18 +803,25 @@ class Scenario:
         self.admin.close()
 
 
-def run_lanes(lanes: Sequence[Env], omissions: Iterable[tuple[str, ...]]) -> list[Observation]:
+def run_lanes(lanes: Sequence[Env | Callable[[], Env]], omissions: Iterable[tuple[str, ...]]) -> list[Observation]:
     """One scenario per omission set (results in the same order), one lane per Env: each lane has
     its own Connect worker, since on a shared one every connector created, stopped or deleted
     rebalances everyone's group and Connect answers 500 "rebalance is expected" meanwhile. Lanes
-    run in parallel; within a lane scenarios run one after another."""
+    run in parallel; within a lane scenarios run one after another. A lane given as a callable
+    calls it in its own thread first (e.g. waits for its worker to start) and then takes
+    scenarios: lanes that are ready do not wait for the others."""
     todo = queue.SimpleQueue[tuple[int, tuple[str, ...]]]()
     for item in enumerate(omissions):
         todo.put(item)
     results: dict[int, Observation] = {}
     errors: list[BaseException] = []
 
-    def lane(env: Env) -> None:
+    def lane(source: Env | Callable[[], Env]) -> None:
+        try:
+            env = source() if callable(source) else source
+        except BaseException as exc:  # re-raised in the caller's thread
+            errors.append(exc)
+            return
         while not errors:
             try:
                 index, omit = todo.get_nowait()
@@ -814,7 +833,7 @@ def run_lanes(lanes: Sequence[Env], omissions: Iterable[tuple[str, ...]]) -> lis
                 errors.append(exc)
                 return
 
-    threads = [threading.Thread(target=lane, args=(env,), name=f"rbac-lane-{i}") for i, env in enumerate(lanes)]
+    threads = [threading.Thread(target=lane, args=(source,), name=f"rbac-lane-{i}") for i, source in enumerate(lanes)]
     for thread in threads:
         thread.start()
     for thread in threads:

@@ -181,6 +181,25 @@ async def test_the_cap_holds_batches_until_a_running_one_ends() -> None:
     await runner.batches.close()
 
 
+async def test_the_cap_holds_when_batches_are_due_at_once() -> None:
+    """Batches whose windows close together: the first takes the slot, the others wait for it
+    (checking for a free slot and creating across an await let every one through)."""
+    kube = FakeKube()
+    runner = _runner(kube, max_running=1)
+    lasts = [await _request(runner, name, namespace=f"ns-{name}") for name in ("a", "b", "c")]
+    await _settle(runner, 1)
+    await asyncio.sleep(WINDOW + 0.3)
+    assert [app["metadata"]["name"] for app in _apps(kube)] == [lasts[0].application]
+    for i, last in enumerate(lasts[:2]):
+        kube.objects[(f"ns-{'abc'[i]}", SPARK_PLURAL, last.application)]["status"] = {
+            "applicationState": {"state": "COMPLETED"}
+        }
+        await _settle(runner, i + 2)
+        assert len(_apps(kube)) == i + 2
+    assert runner.batches.peak_running == 1
+    await runner.batches.close()
+
+
 async def test_a_withdrawn_member_is_not_checked_and_an_empty_batch_not_launched() -> None:
     kube = FakeKube()
     runner = _runner(kube)

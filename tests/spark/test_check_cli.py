@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -121,38 +122,40 @@ def test_kind_option_names_every_kind_and_nothing_else() -> None:
 def test_each_member_gets_the_verdict_it_would_get_alone(
     spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """One run, three members: each verdict equals its single run (the members' own thresholds
-    over the common ones), and the member that fails gets an error document, not the others'."""
+    """One run, four members: each verdict equals its single run (the members' own settings over
+    the common ones; two Spark computations at once in one session), and the member that fails
+    gets an error document, not the others'."""
     sink = paused_sink(tmp_path)
     source = tmp_path / "source.json"
     Snapshot(connector="files", kind=ConnectorKind.SOURCE).save(source)
-    alone = tmp_path / "alone.json"
-    assert main(["--snapshot", str(sink), "--max-lag", "1000", "--output", str(alone)]) == 0
-    alone_source = tmp_path / "alone-source.json"
-    assert main(["--snapshot", str(source), "--max-lag", "50", "--output", str(alone_source)]) == 0
+    members = [
+        (sink, ["--max-lag", "1000"]),
+        (sink, ["--desired-state", "paused"]),
+        (source, []),
+    ]
+    alone = []
+    for i, (path, own) in enumerate(members):
+        out = tmp_path / f"alone-{i}.json"
+        assert main(["--snapshot", str(path), "--max-lag", "50", *own, "--output", str(out)]) == 0
+        alone.append(json.loads(out.read_text()))
     capsys.readouterr()
-    outs = [tmp_path / f"member-{i}.json" for i in range(3)]
-    code = main(
-        [
-            "--max-lag",
-            "50",
-            "--each",
-            f"--snapshot {sink} --max-lag 1000 --output {outs[0]}",
-            "--each",
-            f"--snapshot {source} --output {outs[1]}",
-            "--each",
-            f"--snapshot '{tmp_path / 'missing file.json'}' --output {outs[2]}",
-        ]
-    )
+    outs = [tmp_path / f"member-{i}.json" for i in range(len(members) + 1)]
+    each = [
+        shlex.join(["--snapshot", str(path), *own, "--output", str(outs[i])]) for i, (path, own) in enumerate(members)
+    ]
+    each.append(shlex.join(["--snapshot", str(tmp_path / "missing file.json"), "--output", str(outs[-1])]))
+    code = main(["--max-lag", "50", "--parallelism", "4", *[f"--each={e}" for e in each]])
     assert code == 0
-    assert json.loads(outs[0].read_text()) == json.loads(alone.read_text())
-    assert json.loads(outs[0].read_text())["settings"]["maxLag"] == 1000
-    assert json.loads(outs[1].read_text()) == json.loads(alone_source.read_text())
-    failed = json.loads(outs[2].read_text())
+    for i, expected in enumerate(alone):
+        assert json.loads(outs[i].read_text()) == expected, f"member {i}"
+    assert alone[0]["settings"]["maxLag"] == 1000
+    # the two members of one snapshot differ by their own settings
+    assert (alone[0]["verdict"], alone[1]["verdict"]) == ("UNHEALTHY", "PAUSED")
+    failed = json.loads(outs[-1].read_text())
     assert failed["verdict"] is None
     assert "FileNotFoundError" in failed["error"]
     printed = json.loads(capsys.readouterr().out)
-    assert [m.get("verdict") for m in printed] == ["UNHEALTHY", json.loads(alone_source.read_text())["verdict"], None]
+    assert [m.get("verdict") for m in printed] == [*(a["verdict"] for a in alone), None]
 
 
 def test_each_member_needs_an_output_and_cannot_nest(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

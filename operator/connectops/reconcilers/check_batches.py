@@ -93,7 +93,9 @@ class CheckBatcher:
         self._open: dict[str, _Batch] = {}  # group -> the batch accepting members
         self._waiting: dict[str, _Batch] = {}  # owner uid -> its batch, until launched
         self._batches: dict[str, _Batch] = {}  # name -> every batch not yet forgotten
+        #: launched batches not seen finished, and the one being created (its slot is taken first)
         self._running: dict[tuple[str, str], _Batch] = {}
+        self._slots = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
         self._sequence = 0
         #: figures for the benchmark and the log: launched, peak running
@@ -183,9 +185,15 @@ class CheckBatcher:
     async def _launch_when_due(self, batch: _Batch) -> None:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(batch.full.wait(), timeout=self._window)
-        # it keeps accepting members while it waits for a slot: the wait makes it fuller, not later
-        while not await self._slot_free():
-            await asyncio.sleep(self._slot_poll)
+        key = (batch.namespace, batch.name)
+        # One batch at a time looks for a slot and takes it before anything else is awaited:
+        # checking and creating across an await would let every waiting batch see the same
+        # free slot (CI's bench saw 7 in flight under a cap of 4). Batches queue here in order,
+        # and keep accepting members while they wait: the wait makes them fuller, not later.
+        async with self._slots:
+            while not await self._slot_free():
+                await asyncio.sleep(self._slot_poll)
+            self._running[key] = batch
         if self._open.get(batch.group) is batch:
             del self._open[batch.group]
         members = list(batch.members.items())
@@ -193,6 +201,7 @@ class CheckBatcher:
             if self._waiting.get(uid) is batch:
                 del self._waiting[uid]
         if not members:
+            self._running.pop(key, None)
             self._batches.pop(batch.name, None)
             return
         batch.settled_at = time.monotonic()
@@ -200,18 +209,19 @@ class CheckBatcher:
         try:
             await self._kube.create_object(SPARK_GROUP, SPARK_VERSION, batch.namespace, SPARK_PLURAL, manifest)
         except KubeObjectMissing:
+            self._running.pop(key, None)
             batch.refused = [
                 "SparkApplication (sparkoperator.k8s.io/v1beta2) is not served: install the kubeflow "
                 "spark-operator, or disable checks"
             ]
             return
         except KubeError as exc:
+            self._running.pop(key, None)
             # a check must never block the change it follows (e.g. RBAC without sparkapplications)
             log.warning("check batch %s not submitted: %s", batch.name, exc)
             batch.refused = [f"could not create the SparkApplication: {exc}"]
             return
         batch.launched_at = batch.settled_at
-        self._running[(batch.namespace, batch.name)] = batch
         self.launched += 1
         self.peak_running = max(self.peak_running, len(self._running))
         log.info("check batch %s launched: %d connector(s), %d running", batch.name, len(members), len(self._running))
@@ -221,6 +231,8 @@ class CheckBatcher:
         if len(self._running) < self._max_running:
             return True
         for key, batch in list(self._running.items()):
+            if batch.launched_at is None:
+                continue  # being created: its slot is taken, and the API may not show it yet
             namespace, name = key
             try:
                 app = await self._kube.get_object(SPARK_GROUP, SPARK_VERSION, namespace, SPARK_PLURAL, name)
@@ -233,7 +245,7 @@ class CheckBatcher:
             state = ((app.get("status") or {}).get("applicationState") or {}).get("state")
             if state in TERMINAL_STATES:
                 self._running.pop(key, None)
-            elif batch.launched_at is not None and time.monotonic() - batch.launched_at > batch.timeout_seconds:
+            elif time.monotonic() - batch.launched_at > batch.timeout_seconds:
                 # every member has given up on it by now (TIMEOUT): a hung driver must not hold a slot
                 try:
                     await self._kube.delete_object(SPARK_GROUP, SPARK_VERSION, namespace, SPARK_PLURAL, name)

@@ -63,6 +63,7 @@ from harness import (
     rss_mib,
     summary,
     table,
+    vm_hwm_mib,
     wait,
     write_result,
 )
@@ -72,13 +73,6 @@ TARGET_OVERHEAD_P50 = 0.1
 TARGET_OVERHEAD_P99 = 1.0
 TARGET_RSS_MIB = 150.0
 TARGET_RESYNC_SECONDS = 10.0
-
-
-def vm_hwm_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError(f"no VmHWM for {pid}")
 
 
 class Connect:

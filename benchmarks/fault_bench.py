@@ -32,13 +32,8 @@ Stuck must be 0 and the canary Secret value must appear nowhere the operator wro
 otherwise.
 
     .venv/bin/python benchmarks/fault_bench.py                      # 6 resets x 5 %, 20 %, 50 %
-    .venv/bin/python benchmarks/fault_bench.py --smoke              # 1 reset per rate
-    .venv/bin/python benchmarks/fault_bench.py --smoke --parallel   # ... the rates at once (CI)
+    .venv/bin/python benchmarks/fault_bench.py --smoke              # 1 reset per rate (CI)
     .venv/bin/python benchmarks/fault_bench.py --rates 0.2 --resets 10 --seed 7 --deadline 300
-
-``--parallel`` runs the rates at the same time, each against a Connect worker group of its own on
-the same broker (so no rate's connector changes rebalance another's worker), started next to the
-environment's; the full run keeps one worker and one rate after another.
 
 Results: ``benchmarks/results/faults.json`` (every reset's steps, attempts, messages, timings;
 proxy counters; hygiene scan of everything the operator wrote).
@@ -73,7 +68,6 @@ from harness import (
     OPERATOR_ENV,
     VERSION,
     Bench,
-    ConnectWorker,
     bench_env,
     connector_ready,
     log,
@@ -293,25 +287,15 @@ def upstream_latency(seen: Sequence[RecordedRequest]) -> dict[str, dict[str, flo
     return {k: {"n": len(v), "p50": round(percentile(v, 50), 3), "max": round(max(v), 3)} for k, v in by_call.items()}
 
 
-def run_rate(
-    b: Bench,
-    rate: float,
-    resets: int,
-    seed: int,
-    deadline: float,
-    request_timeout: float,
-    connect: ConnectWorker | None = None,
-) -> dict[str, Any]:
-    """One rate, against ``connect`` (default: the environment's worker)."""
+def run_rate(b: Bench, rate: float, resets: int, seed: int, deadline: float, request_timeout: float) -> dict[str, Any]:
     pct = round(rate * 100)
-    connect = connect or b.env.connect
     ns = b.namespace(f"faults-{pct}")
-    worker = Worker(connect.url)
-    proxy = FaultProxy(connect.url).start()
+    worker = Worker(b.env.connect.url)
+    proxy = FaultProxy(b.env.connect.url).start()
     op = b.operator([ns])
     connectors: list[tuple[str, str]] = []
     try:
-        b.cluster(ns, rest_url=proxy.url, connect=connect)
+        b.cluster(ns, rest_url=proxy.url)
         b.custom.patch_namespaced_custom_object(
             GROUP, VERSION, ns, "connectclusters", CLUSTER, {"spec": {"requestTimeoutSeconds": request_timeout}}
         )
@@ -416,36 +400,6 @@ def run_rate(
     }
 
 
-def run_rates_in_parallel(
-    b: Bench, rates: Sequence[float], resets: int, seed: int, deadline: float, request_timeout: float
-) -> list[dict[str, Any]]:
-    """Every rate at once, each against a worker group of its own on the environment's broker (the
-    first rate uses the environment's worker; the others' workers start concurrently with it)."""
-    extra = [
-        ConnectWorker(b.env.root, b.env.kafka.bootstrap, name=f"connect-rate-{round(rate * 100)}") for rate in rates[1:]
-    ]
-
-    def one(i: int) -> dict[str, Any]:
-        connect = b.env.connect
-        if i:
-            connect = extra[i - 1].start()
-        result = run_rate(b, rates[i], resets, seed, deadline, request_timeout, connect)
-        log(
-            f"rate {rates[i]:.0%}: {result['succeeded']} succeeded, {result['failed_with_reason']} failed, "
-            f"{result['stuck']} stuck"
-        )
-        return result
-
-    pool = concurrent.futures.ThreadPoolExecutor(max_workers=len(rates), thread_name_prefix="rate")
-    try:
-        futures = [pool.submit(one, i) for i in range(len(rates))]
-        return [f.result() for f in futures]
-    finally:
-        pool.shutdown(wait=True)
-        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(extra))) as stopper:
-            list(stopper.map(lambda w: w.stop(), extra))
-
-
 def _stats(values: Sequence[float]) -> dict[str, float] | None:
     if not values:
         return None
@@ -472,11 +426,6 @@ def main(argv: list[str] | None = None) -> int:
         help="ConnectCluster requestTimeoutSeconds (the operator's per-call timeout)",
     )
     parser.add_argument("--keep", action="store_true", help="keep the work dir (server and operator logs)")
-    parser.add_argument(
-        "--parallel",
-        action="store_true",
-        help="run the rates at once, each against a Connect worker group of its own (CI smoke)",
-    )
     args = parser.parse_args(argv)
     resets = args.resets or (1 if args.smoke else 6)
     if not all(0.0 < r <= 1.0 for r in args.rates):
@@ -484,15 +433,10 @@ def main(argv: list[str] | None = None) -> int:
 
     results: list[dict[str, Any]] = []
     with bench_env(keep=args.keep) as b:
-        if args.parallel:
-            results = run_rates_in_parallel(b, args.rates, resets, args.seed, args.deadline, args.request_timeout)
-        else:
-            for rate in args.rates:
-                results.append(run_rate(b, rate, resets, args.seed, args.deadline, args.request_timeout))
-                r = results[-1]
-                log(
-                    f"rate {rate:.0%}: {r['succeeded']} succeeded, {r['failed_with_reason']} failed, {r['stuck']} stuck"
-                )
+        for rate in args.rates:
+            results.append(run_rate(b, rate, resets, args.seed, args.deadline, args.request_timeout))
+            r = results[-1]
+            log(f"rate {rate:.0%}: {r['succeeded']} succeeded, {r['failed_with_reason']} failed, {r['stuck']} stuck")
         hygiene = b.hygiene()
         startup = b.env.startup_seconds
         workdir = str(b.workdir)
@@ -534,8 +478,6 @@ def main(argv: list[str] | None = None) -> int:
                 "faults_during_setup": False,
                 "operator_env": OPERATOR_ENV,
                 "workdir": workdir if args.keep else None,
-                # only when set: the full run's settings stay what they were
-                **({"rates_in_parallel": True} if args.parallel else {}),
             },
             "server_startup_seconds": startup,
             "results": results,

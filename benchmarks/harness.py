@@ -142,12 +142,21 @@ def table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return "\n".join(lines)
 
 
+def _status_mib(pid: int, field: str) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no {field} for {pid}")
+
+
 def rss_mib(pid: int) -> float:
     """Resident set size of one process (VmRSS), MiB."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError(f"no VmRSS for {pid}")
+    return _status_mib(pid, "VmRSS")
+
+
+def vm_hwm_mib(pid: int) -> float:
+    """Peak resident set size of one process (VmHWM), MiB."""
+    return _status_mib(pid, "VmHWM")
 
 
 class OperatorProcess:

@@ -49,19 +49,13 @@ from harness import (
     reconciled,
     rss_mib,
     table,
+    vm_hwm_mib,
     wait,
     write_result,
 )
 
 SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
 _SAMPLE = re.compile(r"^(\w+)\{([^}]*)\} ([0-9.e+]+)$")
-
-
-def vm_hwm_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError(f"no VmHWM for {pid}")
 
 
 class ApiServerCounters:

@@ -325,7 +325,8 @@ def test_the_driver_gets_the_connect_clusters_kafka_secret_as_the_operator_asks(
         for n in ("check-creds", "check-no-env")
     ]
     assert password not in json.dumps(stored)
-    assert "--client-config-env" in stored[0]["spec"]["arguments"]
+    # the Secret reaches the driver by name only: the argument names the env var, never a value
+    assert "--client-config-env=sasl.password=CONNECTOPS_KAFKA_SASL_PASSWORD" in stored[0]["spec"]["arguments"]
 
 
 def test_failed_submission_without_retries_ends_failed(

@@ -1,5 +1,4 @@
-"""benchmarks/fault_bench.py keeps working (smoke size: 1 reset at each of 5%, 20%, 50% faults; the
-three rates at once, each against a Connect worker group of its own: ``--parallel``)."""
+"""benchmarks/fault_bench.py keeps working (smoke size: 1 reset at each of 5%, 20%, 50% faults)."""
 
 from __future__ import annotations
 
@@ -12,7 +11,7 @@ from tests.benchmarks.smoke import run_smoke
 
 @pytest.mark.timeout(900)
 def test_fault_bench_smoke(tmp_path: Path) -> None:
-    data = run_smoke("fault_bench", tmp_path, "--parallel", timeout=840)
+    data = run_smoke("fault_bench", tmp_path, timeout=840)
     rates = {r["rate"]: r for r in data["results"]}
     assert set(rates) == {0.05, 0.2, 0.5}
     for r in rates.values():

@@ -77,6 +77,13 @@ def test_create_update_and_no_needless_puts(
     # several resyncs (3 s each) later, Connect has seen exactly one config write: the create
     writes = count_config_writes(connect, name)
     assert writes == 1
+    # the check the create asked for waits out its batch window (QUEUED), then is followed: a
+    # change of status, written once, not a needless write
+    wait_for(
+        lambda: (k8s.get("connectors", name)["status"].get("lastCheck") or {}).get("state") != "QUEUED",
+        30,
+        "the create's check out of its batch window",
+    )
     version = k8s.get("connectors", name)["metadata"]["resourceVersion"]
     time.sleep(8)
     assert count_config_writes(connect, name) == 1

@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.conftest import K8s
+from tests.e2e.conftest import K8s, wait_for
 from tests.env.pressure import KAFKA_DEFAULT_BATCH_SIZE, PressureEnv
 from tests.env.servers import KubeAPI, MissingTestEnvError, ServerStartError
 from tests.env.spark.crd import apply_sparkapplication_crd
@@ -42,6 +42,20 @@ def pressure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PressureEnv]:
         yield env
     finally:
         env.stop()
+
+
+def check_application(k8s: K8s, generation: int) -> str:
+    """The SparkApplication that checks the change of this generation: a batch of the Connect
+    cluster's checks, named in lastCheck once the change has asked for its check."""
+
+    def named() -> str | None:
+        last = (k8s.get("connectors", "flood").get("status") or {}).get("lastCheck") or {}
+        if last.get("verdictConfigMap") != f"flood-check-g{generation}-verdict":
+            return None
+        return str(last["application"])
+
+    found: str = wait_for(named, 120, f"the check of generation {generation} requested")
+    return found
 
 
 def verdict_of(k8s: K8s, application: str) -> dict[str, Any]:
@@ -87,7 +101,7 @@ def test_pressure_is_diagnosed_cured_through_the_connector_and_proven(
             },
             "Connector",
         )
-        h.wait_for_state("flood-check-g1", "COMPLETED", timeout=240)
+        h.wait_for_state(check_application(k8s, 1), "COMPLETED", timeout=240)
         diagnosed = k8s.wait_condition("connectors", "flood", "ProducerHealthy", "False", "ProducerPressure", 120)
         assert "batch.size" in diagnosed["message"]
 
@@ -118,7 +132,7 @@ def test_pressure_is_diagnosed_cured_through_the_connector_and_proven(
         # the cure, applied as a user would: the recommended patch on the Connector
         k8s.patch_spec("connectors", "flood", patch["spec"])
         changed_at = time.monotonic()
-        h.wait_for_state("flood-check-g2", "COMPLETED", timeout=240)
+        h.wait_for_state(check_application(k8s, 2), "COMPLETED", timeout=240)
         try:
             cured = k8s.wait_condition("connectors", "flood", "ProducerHealthy", "True", "NoProducerPressure", 120)
         except pytest.fail.Exception as exc:

@@ -328,9 +328,7 @@ class Bounds:
     Measured with every rule granted (2 CPUs, four scenarios at a time, each lane on its own
     Connect worker): the whole scenario takes ~30 s, Ready 5-15 s, the crash 3-5 s after the
     reset is created, Succeeded ~8 s after the restart, verdict and timeout 3-6 s each (3 s
-    resyncs). With eight at a time on a 2-CPU machine busy with other work as well (load ~20),
-    the baseline took 77 s: Ready after ~20 s, Succeeded ~24 s after the restart; six at a time
-    (test_rbac_proof.LANES) took the file as long, with two Connect workers fewer.
+    resyncs).
     ``ready`` must stay below the ~54 s kopf spends retrying a forbidden namespace list (its
     ``error_backoffs``) before it falls back: that minute of standstill is what omitting
     ``namespaces/list`` breaks.
@@ -803,25 +801,18 @@ class Scenario:
         self.admin.close()
 
 
-def run_lanes(lanes: Sequence[Env | Callable[[], Env]], omissions: Iterable[tuple[str, ...]]) -> list[Observation]:
+def run_lanes(lanes: Sequence[Env], omissions: Iterable[tuple[str, ...]]) -> list[Observation]:
     """One scenario per omission set (results in the same order), one lane per Env: each lane has
     its own Connect worker, since on a shared one every connector created, stopped or deleted
     rebalances everyone's group and Connect answers 500 "rebalance is expected" meanwhile. Lanes
-    run in parallel; within a lane scenarios run one after another. A lane given as a callable
-    calls it in its own thread first (e.g. waits for its worker to start) and then takes
-    scenarios: lanes that are ready do not wait for the others."""
+    run in parallel; within a lane scenarios run one after another."""
     todo = queue.SimpleQueue[tuple[int, tuple[str, ...]]]()
     for item in enumerate(omissions):
         todo.put(item)
     results: dict[int, Observation] = {}
     errors: list[BaseException] = []
 
-    def lane(source: Env | Callable[[], Env]) -> None:
-        try:
-            env = source() if callable(source) else source
-        except BaseException as exc:  # re-raised in the caller's thread
-            errors.append(exc)
-            return
+    def lane(env: Env) -> None:
         while not errors:
             try:
                 index, omit = todo.get_nowait()
@@ -833,7 +824,7 @@ def run_lanes(lanes: Sequence[Env | Callable[[], Env]], omissions: Iterable[tupl
                 errors.append(exc)
                 return
 
-    threads = [threading.Thread(target=lane, args=(source,), name=f"rbac-lane-{i}") for i, source in enumerate(lanes)]
+    threads = [threading.Thread(target=lane, args=(env,), name=f"rbac-lane-{i}") for i, env in enumerate(lanes)]
     for thread in threads:
         thread.start()
     for thread in threads:

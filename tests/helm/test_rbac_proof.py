@@ -19,7 +19,7 @@ That the outcome changes with each omitted rule also shows that the operator rea
 the chart's identity and nothing more.
 
 Per verb, one scenario for every verb of every multi-verb rule: ``CONNECTOPS_RBAC_PROOF_VERBS=1``
-(31 more scenarios: the file then takes several minutes longer).
+(31 more scenarios: the file then takes ~10 minutes instead of ~4).
 
 Scenarios run in lanes (each with its own Connect worker, so one scenario's connector changes do
 not rebalance another's); each one has its own namespace, release and operator process, which is
@@ -32,7 +32,6 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -62,16 +61,8 @@ __all__ = ["crds"]  # the session fixture from tests/e2e/conftest.py: the connec
 
 pytestmark = pytest.mark.timeout(1800)
 
-#: parallel scenarios (each lane: one Connect worker, one operator process at a time). Six: the
-#: scenarios mostly wait (for what must happen, or out the bound of what must not; the file uses
-#: about half a CPU with four lanes), so the default set (12 scenarios) ends with its longest one
-#: (~2.5 min), the short ones (~1 min) two to a lane next to the three long ones; eight measured
-#: no faster, with two more Connect workers (~1 GB)
-LANES: Final = 6
-#: omissions whose scenario waits out the most bounds (~1.5-2.5 min, the others ~1 min): queued
-#: first, so they start on the lanes that are ready first (the session's worker is, the others
-#: still start) and the short ones fill in after them. Only the order: each scenario is the same.
-SLOWEST_FIRST: Final = ("connectops-status", "configmaps", "offsetresets-create")
+#: parallel scenarios (each lane: one Connect worker, one operator process at a time)
+LANES: Final = 4
 PER_VERB: Final = os.environ.get("CONNECTOPS_RBAC_PROOF_VERBS", "") not in ("", "0", "false")
 
 RULES: Final = namespaced_rules()
@@ -324,28 +315,12 @@ def spark_crd(kube_client: Any) -> None:
 @pytest.fixture(scope="module")
 def lanes(
     kube: KubeAPI, connect: ConnectWorker, connect_factory: ConnectFactory, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[list[Callable[[], Env]]]:
-    """One lane per worker: the session's, ready at once, and LANES - 1 more, all started at once in
-    the background (run_lanes starts each lane when its own worker is up). Started two at a time,
-    the last lanes came up a minute late on a busy machine; all at once, every lane is up in ~20 s."""
+) -> Iterator[list[Env]]:
     work = tmp_path_factory.mktemp("rbac-proof")
-
-    def env(worker: ConnectWorker) -> Env:
-        return Env(kube.url, kube.ca_path, kube.kubeconfig_path, worker.url, connect_cluster_spec(worker), work)
-
-    def started(future: Future[ConnectWorker]) -> Callable[[], Env]:
-        return lambda: env(future.result())
-
-    pool = ThreadPoolExecutor(max_workers=LANES - 1, thread_name_prefix="rbac-lane-start")
-    starting = [pool.submit(connect_factory, f"rbac-lane-{i}") for i in range(1, LANES)]
-    try:
-        yield [lambda: env(connect), *(started(f) for f in starting)]
-    finally:
-        pool.shutdown(wait=True)
-        workers = [f.result() for f in starting if f.exception() is None]
-        # idle JVMs for the rest of the session otherwise (the factory stops them again, a no-op)
-        with ThreadPoolExecutor(max_workers=max(1, len(workers))) as stopper:
-            list(stopper.map(lambda w: w.stop(), workers))
+    workers = [connect, *(connect_factory(f"rbac-lane-{i}") for i in range(1, LANES))]
+    yield [Env(kube.url, kube.ca_path, kube.kubeconfig_path, w.url, connect_cluster_spec(w), work) for w in workers]
+    for worker in workers[1:]:
+        worker.stop()  # idle JVMs for the rest of the session otherwise (the factory stops them again, a no-op)
 
 
 BASELINE: Final = ()
@@ -373,19 +348,14 @@ def _requested(session: pytest.Session) -> list[tuple[str, ...]]:
 
 @pytest.fixture(scope="module")
 def observations(
-    request: pytest.FixtureRequest, crds: None, spark_crd: None, lanes: list[Callable[[], Env]]
+    request: pytest.FixtureRequest, crds: None, spark_crd: None, lanes: list[Env]
 ) -> dict[tuple[str, ...], Observation]:
     """Every selected scenario, run once, in parallel lanes; a summary goes to the report."""
-    wanted = sorted(
-        _requested(request.session),
-        key=lambda omit: (
-            SLOWEST_FIRST.index(omit[0]) if len(omit) == 1 and omit[0] in SLOWEST_FIRST else len(SLOWEST_FIRST)
-        ),
-    )
+    wanted = _requested(request.session)
     started = time.monotonic()
     results = dict(zip(wanted, run_lanes(lanes, wanted), strict=True))
     elapsed = time.monotonic() - started
-    report = Path(lanes[0]().work_dir) / "summary.txt"
+    report = Path(lanes[0].work_dir) / "summary.txt"
     report.write_text(
         "\n".join(o.summary() for o in results.values()) + f"\n{len(results)} scenarios, {elapsed:.0f}s\n"
     )

@@ -23,8 +23,9 @@ import hashlib
 import logging
 import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Protocol
 
 from pydantic import ValidationError
@@ -91,7 +92,7 @@ class ClusterHandle:
 
     async def listing(
         self, ttl: float, keep: Callable[[str], bool] = lambda _: True
-    ) -> dict[str, ListedConnector] | None:
+    ) -> Mapping[str, ListedConnector] | None:
         """The worker group's connectors that ``keep`` names (the ones this namespace's objects
         manage: a worker shared by many teams lists theirs too, and none of it is kept) with
         their config and status, read at most every ``ttl`` seconds by one caller while the
@@ -101,7 +102,7 @@ class ClusterHandle:
         cannot answer it costs one call per period."""
         async with self._listing_lock:
             if time.monotonic() - self._listing_at < ttl:
-                return self._listing
+                return self._view()
             try:
                 listed = await self.client.list_expanded()
                 self._listing = {name: entry for name, entry in listed.items() if keep(name)}
@@ -114,7 +115,12 @@ class ClusterHandle:
                 )
                 self._listing = None
             self._listing_at = time.monotonic()
-            return self._listing
+            return self._view()
+
+    def _view(self) -> Mapping[str, ListedConnector] | None:
+        # shared by every Connector of the handle: read-only, so no caller changes what the
+        # others read (forget_listed, the one writer, changes it under the view)
+        return None if self._listing is None else MappingProxyType(self._listing)
 
     def forget_listed(self, connector: str) -> None:
         """Forget what the listing says of ``connector``: the operator has just written to it."""

@@ -570,7 +570,8 @@ class ConnectorReconciler:
             book_raw = await self._act(
                 action, cluster.client, connector, desired, book, book_raw, emit, periodic, rotation
             )
-            cluster.forget_listed(connector)
+        if actions:
+            cluster.forget_listed(connector)  # written to: the listing no longer says what it is
         return book_raw, watch, feed
 
     async def _act(

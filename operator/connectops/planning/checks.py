@@ -24,6 +24,11 @@ VERDICT_KEY = "verdict.json"
 LABEL_CHECK = "connectops.io/check"
 LABEL_OWNER_KIND = "connectops.io/owner-kind"
 LABEL_OWNER = "connectops.io/owner"
+#: why a check was not submitted when the cluster does not serve SparkApplications
+NOT_SERVED = (
+    "SparkApplication (sparkoperator.k8s.io/v1beta2) is not served: install the kubeflow spark-operator, "
+    "or disable checks"
+)
 #: on a SparkApplication that checks several connectors
 LABEL_BATCH = "connectops.io/batch"
 

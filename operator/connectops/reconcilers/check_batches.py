@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from connectops.adapters.kube import KubeClient, KubeError, KubeObjectMissing
 from connectops.models.checks import SparkCheckDefaults
 from connectops.planning.checks import (
+    NOT_SERVED,
     SPARK_GROUP,
     SPARK_PLURAL,
     SPARK_VERSION,
@@ -210,10 +211,7 @@ class CheckBatcher:
             await self._kube.create_object(SPARK_GROUP, SPARK_VERSION, batch.namespace, SPARK_PLURAL, manifest)
         except KubeObjectMissing:
             self._running.pop(key, None)
-            batch.refused = [
-                "SparkApplication (sparkoperator.k8s.io/v1beta2) is not served: install the kubeflow "
-                "spark-operator, or disable checks"
-            ]
+            batch.refused = [NOT_SERVED]
             return
         except KubeError as exc:
             self._running.pop(key, None)

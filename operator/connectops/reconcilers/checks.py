@@ -19,6 +19,7 @@ from connectops.models.checks import CheckSpec, LastCheck, SparkCheckDefaults
 from connectops.models.connect_cluster import ConnectClusterSpec
 from connectops.planning.checks import (
     BUILTIN_DEFAULTS,
+    NOT_SERVED,
     SPARK_GROUP,
     SPARK_PLURAL,
     SPARK_VERSION,
@@ -67,10 +68,15 @@ class CheckRunner:
 
     def _target(
         self, namespace: str, owner: dict[str, Any], connector: str, cluster: ConnectClusterSpec
-    ) -> CheckTarget | str:
-        """The check's target, or why there can be none."""
+    ) -> CheckTarget | list[str]:
+        """The check's target, or why it cannot run (no Kafka settings; a choice of image, entry
+        file or service account the policy does not allow: the ConnectCluster's ChecksAllowed
+        condition says so too, and nothing is created)."""
         if cluster.kafka is None:
-            return "the ConnectCluster has no spec.kafka (bootstrap)"
+            return ["the ConnectCluster has no spec.kafka (bootstrap)"]
+        refused = not_allowed(cluster.spark_check, self._defaults, self.policy)
+        if refused:
+            return list(refused)
         meta = owner["metadata"]
         return CheckTarget(
             namespace=namespace,
@@ -116,11 +122,8 @@ class CheckRunner:
             started_at=utcnow_iso(),
         )
         target = self._target(namespace, owner, connector, cluster)
-        if isinstance(target, str):
-            return last.model_copy(update={"state": "NOT_SUBMITTED", "reasons": [target]})
-        refused = not_allowed(cluster.spark_check, self._defaults, self.policy)
-        if refused:
-            return last.model_copy(update={"state": "NOT_SUBMITTED", "reasons": list(refused)})
+        if isinstance(target, list):
+            return last.model_copy(update={"state": "NOT_SUBMITTED", "reasons": target})
         settings = merge_defaults(self._defaults, cluster.spark_check)
         member = BatchMember(target, check, verdict_config_map(check_name), context or CheckContext())
         batch = self.batches.request(
@@ -170,24 +173,15 @@ class CheckRunner:
             return last.model_copy(update={"state": "NOT_SUBMITTED", "reasons": reasons})
 
         target = self._target(namespace, owner, connector, cluster)
-        if isinstance(target, str):
-            return not_submitted([target])
-        refused = not_allowed(cluster.spark_check, self._defaults, self.policy)
-        if refused:
-            # the ConnectCluster says so too (condition ChecksAllowed): nothing is created
-            return not_submitted(list(refused))
+        if isinstance(target, list):
+            return not_submitted(target)
         manifest = spark_application(
             target, check, merge_defaults(self._defaults, cluster.spark_check), name, trigger, context
         )
         try:
             await self._kube.create_object(SPARK_GROUP, SPARK_VERSION, namespace, SPARK_PLURAL, manifest)
         except KubeObjectMissing:
-            return not_submitted(
-                [
-                    "SparkApplication (sparkoperator.k8s.io/v1beta2) is not served: install the "
-                    "kubeflow spark-operator, or disable checks"
-                ]
-            )
+            return not_submitted([NOT_SERVED])
         except KubeError as exc:
             # a check must never block the change it follows (e.g. RBAC without sparkapplications)
             log.warning("check not submitted: %s", exc)

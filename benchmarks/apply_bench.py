@@ -306,6 +306,7 @@ def main(argv: list[str] | None = None) -> int:
         default="standalone",
         help="Connect worker mode (distributed: every create is a group rebalance, ~4 s each on Tansu)",
     )
+    parser.add_argument("--connect-heap", default="512m", help="the worker's -Xmx (10,000 connectors need more)")
     parser.add_argument("--keep", action="store_true")
     parser.add_argument(
         "--tracemalloc",
@@ -317,7 +318,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     sizes, samples = ([10], 5) if args.smoke else (sorted(args.sizes), args.samples)
 
-    with bench_env(keep=args.keep, standalone_connect=args.connect == "standalone") as bench:
+    standalone = args.connect == "standalone"
+    with bench_env(keep=args.keep, standalone_connect=standalone, connect_heap=args.connect_heap) as bench:
         result = run(bench, sizes, samples, args.concurrency, args.tracemalloc)
         result["connect_mode"] = args.connect
         result["hygiene"] = bench.hygiene()

@@ -21,7 +21,8 @@ from collections import Counter
 from pathlib import Path
 from types import FrameType
 
-FRAMES = 1
+#: frames kept per allocation: 1 says where (the default, cheap); more say on whose behalf
+FRAMES = int(os.environ.get("CONNECTOPS_TRACEMALLOC_FRAMES", "1"))
 SITES = 30
 
 
@@ -49,6 +50,16 @@ def dump(_signum: int, _frame: FrameType | None) -> None:
         "by_package": [[name, size] for name, size in packages.most_common()],
         "top_sites": [[str(s.traceback[0]), s.size, s.count] for s in by_line[:SITES]],
     }
+    if FRAMES > 1:
+        # on whose behalf: the innermost frame of the product or of kopf in each allocation's stack
+        callers: Counter[str] = Counter()
+        for stat in snapshot.statistics("traceback"):
+            owner = next(
+                (str(f) for f in reversed(stat.traceback) if "/connectops/" in f.filename or "/kopf/" in f.filename),
+                str(stat.traceback[-1]),
+            )
+            callers[owner] += stat.size
+        report["by_caller"] = [[name, size] for name, size in callers.most_common(SITES)]
     Path(os.environ["CONNECTOPS_TRACEMALLOC_OUT"]).write_text(json.dumps(report, indent=1))
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import kopf
 
-from connectops import metrics
+from connectops import kopf_fixes, metrics
 from connectops.adapters.kube import KubeClient, load_kube_config
 from connectops.diffbase import DigestDiffBaseStorage
 from connectops.errors import as_kopf_error
@@ -44,6 +44,7 @@ from connectops.reconcilers.secret_rotation import SecretRotation
 from connectops.settings import load
 
 SETTINGS = load()
+kopf_fixes.install()
 _EVENT_MESSAGE_LIMIT = 1000
 #: Connector resyncs at work at once (see Runtime.periodic_slots): 8 keep 1,000 within 10 s
 PERIODIC_CONCURRENCY = 8

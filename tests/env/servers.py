@@ -808,13 +808,19 @@ class TestEnv(_Server):
 
     __test__ = False  # not a pytest test class despite the name
 
-    def __init__(self, root: Path, *, override_policy: str = "All", standalone_connect: bool = False) -> None:
+    def __init__(
+        self, root: Path, *, override_policy: str = "All", standalone_connect: bool = False, connect_heap: str = "512m"
+    ) -> None:
         self.root = root
         self.root.mkdir(parents=True, exist_ok=True)
         self.kube = KubeAPI(root)
         self.kafka = Tansu(root)
         self.connect = ConnectWorker(
-            root, self.kafka.bootstrap, override_policy=override_policy, standalone=standalone_connect
+            root,
+            self.kafka.bootstrap,
+            override_policy=override_policy,
+            standalone=standalone_connect,
+            heap=connect_heap,
         )
         self.startup_seconds: float | None = None
 

@@ -82,10 +82,51 @@ def load_kube_config() -> None:
         config.load_kube_config(config_file=os.environ.get("KUBECONFIG"))  # type: ignore[no-untyped-call]
 
 
+class _CoreCalls:
+    """The three core/v1 calls the operator makes, on the client's own ApiClient machinery.
+
+    Why not ``client.CoreV1Api``: in kubernetes 37 that module holds every core/v1 operation,
+    each wrapped by pydantic's validate_call, and importing it costs 22 MiB of RSS and 0.5 s in
+    every operator process (measured: ``/usr/bin/time -f %M python -c "from kubernetes.client
+    import CoreV1Api"``, 66 MB vs 44 MB for the rest of the client) to reach three endpoints.
+    Requests and answers go through the same ``param_serialize`` / ``call_api`` /
+    ``response_deserialize`` as the generated methods, so the models and errors are the same.
+    """
+
+    def __init__(self, api: client.ApiClient) -> None:
+        self._api = api
+
+    def _call(self, method: str, path: str, params: dict[str, str], answer: str, body: Any = None) -> Any:
+        request = self._api.param_serialize(
+            method=method,
+            resource_path=path,
+            path_params=params,
+            header_params={"Accept": "application/json", **({"Content-Type": "application/json"} if body else {})},
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        response = self._api.call_api(*request)
+        response.read()  # type: ignore[no-untyped-call]
+        answers = {"200": answer, "201": answer}
+        return self._api.response_deserialize(response_data=response, response_types_map=answers).data
+
+    def read_namespaced_secret(self, name: str, namespace: str) -> client.V1Secret:
+        path = "/api/v1/namespaces/{namespace}/secrets/{name}"
+        return self._call("GET", path, {"namespace": namespace, "name": name}, "V1Secret")  # type: ignore[no-any-return]
+
+    def read_namespaced_config_map(self, name: str, namespace: str) -> client.V1ConfigMap:
+        path = "/api/v1/namespaces/{namespace}/configmaps/{name}"
+        return self._call("GET", path, {"namespace": namespace, "name": name}, "V1ConfigMap")  # type: ignore[no-any-return]
+
+    def create_namespaced_config_map(self, namespace: str, body: client.V1ConfigMap) -> client.V1ConfigMap:
+        path = "/api/v1/namespaces/{namespace}/configmaps"
+        return self._call("POST", path, {"namespace": namespace}, "V1ConfigMap", body)  # type: ignore[no-any-return]
+
+
 class KubeClient:
     def __init__(self, api_client: client.ApiClient | None = None) -> None:
         self._api = api_client or client.ApiClient()
-        self._core = client.CoreV1Api(self._api)
+        self._core = _CoreCalls(self._api)
         self._custom = client.CustomObjectsApi(self._api)
         self._coord = client.CoordinationV1Api(self._api)
         # The client is synchronous: each call holds a thread. Periodic work (a resync's Lease

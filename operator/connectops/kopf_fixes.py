@@ -1,0 +1,87 @@
+"""Workarounds for kopf behaviour that does not scale, installed when the handlers are imported.
+
+**Start-up with indexes is quadratic in kopf 1.45.2** (the newest release on 2026-11-26). When an
+operator declares ``@kopf.index`` handlers, every object of the first listing gets a toggle in
+the operator's ``operator_indexed`` set (``ToggleSet(all)``) and its worker waits on the set's
+one ``asyncio.Condition`` until the whole set is on; each toggle made, and each dropped once its
+object is indexed, calls ``notify_all``. So N objects make 2N notifications to up to N waiters:
+N² wake-ups, each re-evaluating the set only to go back to sleep. Measured with
+``benchmarks/apply_bench.py``: a restart with 10,000 Connectors spent its first minutes of CPU in
+``asyncio.Condition.notify`` (py-spy: 60% of samples in ``BaseEventLoop._call_soon`` under
+``ToggleSet.make_toggle``) before any handler ran; at 1,000 this was most of the 8 s resync.
+
+Adding a toggle or removing one changes no single toggle's state, so the only waiters that can
+care are the set's own (``ToggleSet.wait_for``), and they wait for the set's state. Here the set
+notifies only when its state changed: the same wake-ups that release someone, none of the
+N² that release no one. ``Toggle.turn_to`` is unchanged.
+
+The patch checks that kopf's ToggleSet still has the shape it was written against (``_condition``,
+``_toggles``, ``is_on``); if a kopf release changes it, nothing is patched and a warning says so
+(start-up is then slow again, never wrong). ``tests/unit/test_kopf_fixes.py`` pins both the wake-up
+count and that every waiter is still released.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from kopf._cogs.aiokits import aiotoggles
+
+logger = logging.getLogger(__name__)
+_MARK = "_connectops_quiet_notify"
+#: kopf's own methods, kept so a test can measure kopf without the patch
+_ORIGINALS: dict[str, Any] = {}
+
+
+async def _make_toggle(self: Any, __val: bool = False, *, name: str | None = None) -> aiotoggles.Toggle:
+    toggle = aiotoggles.Toggle(__val, name=name, condition=self._condition)
+    async with self._condition:
+        before = self.is_on()
+        self._toggles.add(toggle)
+        if self.is_on() != before:
+            self._condition.notify_all()
+    return toggle
+
+
+async def _drop_toggle(self: Any, toggle: aiotoggles.Toggle) -> None:
+    async with self._condition:
+        before = self.is_on()
+        self._toggles.discard(toggle)
+        if self.is_on() != before:
+            self._condition.notify_all()
+
+
+async def _drop_toggles(self: Any, toggles: Iterable[aiotoggles.Toggle]) -> None:
+    async with self._condition:
+        before = self.is_on()
+        self._toggles.difference_update(toggles)
+        if self.is_on() != before:
+            self._condition.notify_all()
+
+
+def _shape_known() -> bool:
+    probe = aiotoggles.ToggleSet(all)
+    return (
+        isinstance(getattr(probe, "_condition", None), asyncio.Condition)
+        and isinstance(getattr(probe, "_toggles", None), set)
+        and all(callable(getattr(probe, m, None)) for m in ("is_on", "make_toggle", "drop_toggle", "drop_toggles"))
+    )
+
+
+def install() -> bool:
+    """Patch kopf's ToggleSet once; False (and a warning) when kopf's shape is not the known one."""
+    cls: Any = aiotoggles.ToggleSet
+    if getattr(cls, _MARK, False):
+        return True
+    if not _shape_known():
+        logger.warning("kopf's ToggleSet changed shape: start-up with many objects is not sped up")
+        return False
+    _ORIGINALS.update({name: cls.__dict__[name] for name in ("make_toggle", "drop_toggle", "drop_toggles")})
+    cls.make_toggle = _make_toggle
+    cls.drop_toggle = _drop_toggle
+    cls.drop_toggles = _drop_toggles
+    setattr(cls, _MARK, True)
+    return True

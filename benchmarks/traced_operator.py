@@ -10,6 +10,7 @@ come from untraced runs; this says where it goes.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import runpy
@@ -39,6 +40,18 @@ def package(filename: str) -> str:
     return filename if filename.startswith("<") else "other"
 
 
+def census() -> list[list[object]]:
+    """Objects the collector tracks, by type: count and shallow size (what there is one of per
+    Connector shows up as a count near the population)."""
+    counts: Counter[str] = Counter()
+    sizes: Counter[str] = Counter()
+    for obj in gc.get_objects():
+        name = f"{type(obj).__module__}.{type(obj).__qualname__}"
+        counts[name] += 1
+        sizes[name] += sys.getsizeof(obj)
+    return [[name, counts[name], size] for name, size in sizes.most_common(SITES)]
+
+
 def dump(_signum: int, _frame: FrameType | None) -> None:
     snapshot = tracemalloc.take_snapshot()
     by_line = snapshot.statistics("lineno")
@@ -49,6 +62,7 @@ def dump(_signum: int, _frame: FrameType | None) -> None:
         "traced_bytes": sum(s.size for s in by_line),
         "by_package": [[name, size] for name, size in packages.most_common()],
         "top_sites": [[str(s.traceback[0]), s.size, s.count] for s in by_line[:SITES]],
+        "by_type": census(),
     }
     if FRAMES > 1:
         # on whose behalf: the innermost frame of the product or of kopf in each allocation's stack

@@ -13,7 +13,7 @@ import logging
 import random
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Any, cast
 
 import kopf
 
@@ -41,6 +41,7 @@ from connectops.reconcilers.connect_cluster import ConnectClusterReconciler
 from connectops.reconcilers.connector import ConnectorObject, ConnectorReconciler, claim_of, claimed_name
 from connectops.reconcilers.offset_reset import OffsetResetExecutor
 from connectops.reconcilers.secret_rotation import SecretRotation
+from connectops.reconcilers.sweep import sweep
 from connectops.settings import load
 
 SETTINGS = load()
@@ -156,6 +157,7 @@ _DRIFT_REASONS = frozenset({"DriftCorrected", "StateDriftCorrected"})
 def connector_claims(body: kopf.Body, **_: Any) -> dict[str, Claim] | None:
     """Every Connector object by the connector it names, across the watched namespaces: kopf
     fills indexes before any handler runs, so no object writes before it can see its rivals."""
+    kopf_fixes.forget_managed_fields(body)
     meta, spec = body.get("metadata") or {}, body.get("spec") or {}
     name = str(meta.get("name") or "")
     claim = claim_of(
@@ -253,11 +255,70 @@ async def connector_resumed(body: kopf.Body, patch: kopf.Patch, retry: int, **kw
     await _reconcile_connector(body, patch, retry, _claims(kwargs), periodic=False, listed=True)
 
 
-@kopf.timer(GROUP, VERSION, "connectors", interval=SETTINGS.resync_seconds, initial_delay=SETTINGS.resync_seconds)
-async def connector_resync(body: kopf.Body, patch: kopf.Patch, **kwargs: Any) -> None:
-    # timers have no retry counter: a failing resync retries at the base delay
-    async with _periodic():
-        await _reconcile_connector(body, patch, 0, _claims(kwargs), periodic=True, listed=True)
+#: the parts of a Connector its resync reads (the body kopf hands a change handler, less
+#: managedFields); shares the event's dicts rather than copying them
+_RESYNC_PARTS = ("apiVersion", "kind", "metadata", "spec", "status")
+#: resyncs one ConnectCluster's sweep starts before earlier ones finish (each also waits for
+#: its object's lock and one of the PERIODIC_CONCURRENCY slots)
+SWEEP_IN_FLIGHT = 16
+
+
+@kopf.index(GROUP, VERSION, "connectors")
+def connector_bodies(body: kopf.Body, **_: Any) -> dict[str, dict[str, Any]] | None:
+    """Each Connector's latest body by uid, for its resync (see reconcilers.sweep): kopf keeps
+    index values current with every watch event, so a resync never acts on a spec older than
+    the one the change handlers saw."""
+    uid = (body.get("metadata") or {}).get("uid")
+    return {str(uid): {key: body[key] for key in _RESYNC_PARTS if key in body}} if uid else None
+
+
+@kopf.index(GROUP, VERSION, "connectors")
+def connectors_by_cluster(body: kopf.Body, **_: Any) -> dict[tuple[str, str], str] | None:
+    """Each Connector's uid under the ConnectCluster it names (namespace, name)."""
+    meta, ref = body.get("metadata") or {}, (body.get("spec") or {}).get("clusterRef")
+    name = ref.get("name") if isinstance(ref, dict) else None
+    if not name or not meta.get("uid"):
+        return None
+    return {(str(meta.get("namespace") or ""), str(name)): str(meta["uid"])}
+
+
+async def _resync_connector(stored: dict[str, Any], claims: ClaimIndex) -> None:
+    """One Connector's periodic reconcile, outside kopf's handler machinery: its status change
+    is written here, as kopf would have written a timer's."""
+    body = kopf.Body(cast(kopf.RawBody, stored))
+    if (body.get("metadata") or {}).get("deletionTimestamp"):
+        return  # its delete handler's now
+    patch = kopf.Patch()
+    try:
+        with background():
+            await _reconcile_connector(body, patch, 0, claims, periodic=True, listed=True)
+    except (kopf.TemporaryError, kopf.PermanentError):
+        pass  # the outcome is in the patch (its conditions say what failed); the next pass retries
+    if patch.status:
+        meta = body["metadata"]
+        await runtime().kube.patch_status(meta["namespace"], "connectors", meta["name"], dict(patch.status))
+
+
+@kopf.daemon(GROUP, VERSION, "connectclusters", cancellation_timeout=30.0)
+async def connector_sweep(body: kopf.Body, stopped: kopf.DaemonStopped, **kwargs: Any) -> None:
+    """The resync of every Connector of this ConnectCluster, paced across the period."""
+    key = (body["metadata"]["namespace"], body["metadata"]["name"])
+    bodies: kopf.Index[str, dict[str, Any]] = kwargs["connector_bodies"]
+    members: kopf.Index[tuple[str, str], str] = kwargs["connectors_by_cluster"]
+    claims = _claims(kwargs)
+
+    async def resync(uid: str) -> None:
+        stored = next(iter(bodies.get(uid, [])), None)
+        if stored is not None:
+            await _resync_connector(stored, claims)
+
+    async def wait(seconds: float) -> bool:
+        await stopped.wait(seconds)
+        return bool(stopped)
+
+    await sweep(
+        lambda: list(members.get(key, [])), resync, wait, period=SETTINGS.resync_seconds, in_flight=SWEEP_IN_FLIGHT
+    )
 
 
 @kopf.on.delete(GROUP, VERSION, "connectors")

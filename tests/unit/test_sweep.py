@@ -1,0 +1,113 @@
+"""The per-cluster resync loop (connectops.reconcilers.sweep): paced, bounded, never stopped by
+one failure, members read afresh each pass, stopping promptly."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+
+from connectops.reconcilers.sweep import sweep
+
+
+class Stopper:
+    def __init__(self) -> None:
+        self.event = asyncio.Event()
+
+    async def wait(self, seconds: float) -> bool:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.event.wait(), seconds)
+        return self.event.is_set()
+
+
+async def _run(
+    period: float, passes: float, members: list[str], *, fail: str | None = None, in_flight: int = 16, work: float = 0
+) -> tuple[list[tuple[float, str]], int]:
+    loop = asyncio.get_running_loop()
+    seen: list[tuple[float, str]] = []
+    stop = Stopper()
+    busy = peak = 0
+
+    async def resync(key: str) -> None:
+        nonlocal busy, peak
+        seen.append((loop.time(), key))
+        busy += 1
+        peak = max(peak, busy)
+        try:
+            await asyncio.sleep(work)
+            if key == fail:
+                raise RuntimeError("boom")
+        finally:
+            busy -= 1
+
+    task = asyncio.create_task(sweep(lambda: list(members), resync, stop.wait, period=period, in_flight=in_flight))
+    await asyncio.sleep(period * passes)
+    stop.event.set()
+    await asyncio.wait_for(task, 15)
+    return seen, peak
+
+
+def test_each_member_once_per_period_spread_across_it() -> None:
+    async def go() -> None:
+        seen, _ = await _run(0.4, 3.5, ["a", "b", "c", "d"])
+        # nothing in the first period (the change handlers' time), then two and a half passes
+        keys = [k for _, k in seen]
+        assert keys[:8] == ["a", "b", "c", "d"] * 2
+        gaps = [b[0] - a[0] for a, b in itertools.pairwise(seen)][:7]
+        assert all(0.07 <= g <= 0.16 for g in gaps), gaps  # period / n = 0.1 s apart, no burst
+
+    asyncio.run(go())
+
+
+def test_first_pass_waits_one_period() -> None:
+    async def go() -> None:
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        seen, _ = await _run(0.5, 1.5, ["a"])
+        assert seen
+        assert seen[0][0] - t0 >= 0.45
+
+    asyncio.run(go())
+
+
+def test_a_failing_resync_does_not_stop_the_others() -> None:
+    async def go() -> None:
+        seen, _ = await _run(0.3, 3.4, ["a", "bad", "c"], fail="bad")
+        keys = [k for _, k in seen]
+        assert keys.count("c") >= 2
+        assert keys.count("bad") >= 2
+
+    asyncio.run(go())
+
+
+def test_members_are_read_each_pass() -> None:
+    async def go() -> None:
+        members = ["a"]
+        seen: list[str] = []
+        stop = Stopper()
+
+        async def resync(key: str) -> None:
+            seen.append(key)
+            if key == "a" and "b" not in members:
+                members.append("b")  # created during the pass
+            if key == "b":
+                members.remove("a")  # deleted
+
+        task = asyncio.create_task(sweep(lambda: list(members), resync, stop.wait, period=0.2, in_flight=4))
+        await asyncio.sleep(0.2 * 4.5)
+        stop.event.set()
+        await asyncio.wait_for(task, 5)
+        assert seen[:3] == ["a", "a", "b"], seen
+        assert set(seen[3:]) == {"b"}, seen
+
+    asyncio.run(go())
+
+
+def test_in_flight_is_bounded_and_stop_drains() -> None:
+    async def go() -> None:
+        # 20 members every 0.2 s, each taking 0.5 s: without the bound 20 would overlap
+        seen, peak = await _run(0.2, 2.5, [f"m{i}" for i in range(20)], in_flight=3, work=0.5)
+        assert peak == 3
+        assert len(seen) >= 6
+
+    asyncio.run(go())

@@ -49,6 +49,8 @@ kopf_fixes.install()
 _EVENT_MESSAGE_LIMIT = 1000
 #: Connector resyncs at work at once (see Runtime.periodic_slots): 8 keep 1,000 within 10 s
 PERIODIC_CONCURRENCY = 8
+#: Connector resumes at work at once after a start (see Runtime.resume_slots)
+RESUME_CONCURRENCY = 32
 logger = logging.getLogger(__name__)
 
 
@@ -70,6 +72,9 @@ class Runtime:
         #: share the one event loop with a user's change, which then waits a whole round of them
         #: at every await (the apply benchmark's p99 at 1,000 Connectors was 7-9 s)
         self.periodic_slots = asyncio.Semaphore(PERIODIC_CONCURRENCY)
+        #: at most RESUME_CONCURRENCY start-up resumes at work at once: kopf releases every object
+        #: of its first listing together, and each resume in flight holds its reads and models
+        self.resume_slots = asyncio.Semaphore(RESUME_CONCURRENCY)
         self.rotation = SecretRotation(
             self.kube,
             self.clusters,
@@ -221,7 +226,9 @@ async def _reconcile_connector(
     with metrics.RECONCILE_SECONDS.labels(kind="Connector").time():
         # a resync takes one of the periodic slots once it holds the object (waiting for a busy
         # object must not hold a slot: a reset holds its Connector for its whole run)
-        slot = rt.periodic_slots if periodic else contextlib.nullcontext()
+        slot: contextlib.AbstractAsyncContextManager[Any] = (
+            rt.periodic_slots if periodic else rt.resume_slots if listed else contextlib.nullcontext()
+        )
         async with rt.locks[body["metadata"]["uid"]], slot:
             outcome = await rt.connectors.reconcile(
                 obj,

@@ -76,7 +76,7 @@ def test_first_pass_waits_one_period() -> None:
 
 def test_a_failing_resync_does_not_stop_the_others() -> None:
     async def go() -> None:
-        seen, _ = await _run(0.3, 3.4, ["a", "bad", "c"], fail="bad")
+        seen, _ = await _run(0.3, 6, ["a", "bad", "c"], fail="bad")
         keys = [k for _, k in seen]
         assert keys.count("c") >= 2
         assert keys.count("bad") >= 2
@@ -107,11 +107,36 @@ def test_members_are_read_each_pass() -> None:
     asyncio.run(go())
 
 
-def test_in_flight_is_bounded_and_stop_drains() -> None:
+def test_in_flight_is_bounded() -> None:
     async def go() -> None:
-        # 20 members every 0.2 s, each taking 0.5 s: without the bound 20 would overlap
-        seen, peak = await _run(0.2, 2.5, [f"m{i}" for i in range(20)], in_flight=3, work=0.5)
+        # 10 members 0.1 s apart, each taking 0.5 s: without the bound 5 would overlap
+        seen, peak = await _run(1.0, 2.0, [f"m{i}" for i in range(10)], in_flight=3, work=0.5)
         assert peak == 3
-        assert len(seen) >= 6
+        assert 3 <= len(seen) <= 10
+
+    asyncio.run(go())
+
+
+def test_a_late_loop_still_stops_when_told() -> None:
+    """Behind schedule (every member's slot already passed, each resync slow), the loop stops at
+    its next member, not after running out its pass (50 x 0.2 s here)."""
+
+    async def go() -> None:
+        loop = asyncio.get_running_loop()
+        stop = Stopper()
+        started: list[float] = []
+
+        async def resync(key: str) -> None:
+            started.append(loop.time())
+            await asyncio.sleep(0.2)
+
+        members = [f"m{i}" for i in range(50)]
+        task = asyncio.create_task(sweep(lambda: members, resync, stop.wait, period=0.1, in_flight=1))
+        await asyncio.sleep(0.5)
+        stop.event.set()
+        told = loop.time()
+        await asyncio.wait_for(task, 5)
+        assert loop.time() - told < 0.6
+        assert len(started) < 10
 
     asyncio.run(go())

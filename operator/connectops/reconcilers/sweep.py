@@ -61,8 +61,9 @@ async def sweep(
             due = list(members())
             spacing = period / len(due) if due else period
             for i, key in enumerate(due):
-                delay = started + i * spacing - loop.time()
-                if delay > 0 and await wait(delay):
+                # asked even when behind schedule (a zero wait): a loop that is late must still
+                # stop when told, not run out the rest of its pass first
+                if await wait(max(started + i * spacing - loop.time(), 0.0)):
                     return
                 await slots.acquire()
                 task = asyncio.create_task(one(key), name=f"resync {key}")

@@ -211,7 +211,14 @@ def _named_here(claims: ClaimIndex, namespace: str) -> Callable[[str], bool]:
 
 
 async def _reconcile_connector(
-    body: Any, patch: kopf.Patch, retry: int, claims: ClaimIndex, *, periodic: bool, listed: bool = False
+    body: Any,
+    patch: kopf.Patch,
+    retry: int,
+    claims: ClaimIndex,
+    *,
+    periodic: bool,
+    listed: bool = False,
+    locked: bool = False,
 ) -> None:
     rt = runtime()
     obj = ConnectorObject.from_body(body)
@@ -229,7 +236,10 @@ async def _reconcile_connector(
         slot: contextlib.AbstractAsyncContextManager[Any] = (
             rt.periodic_slots if periodic else rt.resume_slots if listed else contextlib.nullcontext()
         )
-        async with rt.locks[body["metadata"]["uid"]], slot:
+        lock: contextlib.AbstractAsyncContextManager[Any] = (
+            contextlib.nullcontext() if locked else rt.locks[body["metadata"]["uid"]]
+        )
+        async with lock, slot:
             outcome = await rt.connectors.reconcile(
                 obj,
                 counting,
@@ -289,21 +299,26 @@ def connectors_by_cluster(body: kopf.Body, **_: Any) -> dict[tuple[str, str], st
     return {(str(meta.get("namespace") or ""), str(name)): str(meta["uid"])}
 
 
-async def _resync_connector(stored: dict[str, Any], claims: ClaimIndex) -> None:
-    """One Connector's periodic reconcile, outside kopf's handler machinery: its status change
-    is written here, as kopf would have written a timer's."""
-    body = kopf.Body(cast(kopf.RawBody, stored))
-    if (body.get("metadata") or {}).get("deletionTimestamp"):
-        return  # its delete handler's now
-    patch = kopf.Patch()
-    try:
-        with background():
-            await _reconcile_connector(body, patch, 0, claims, periodic=True, listed=True)
-    except (kopf.TemporaryError, kopf.PermanentError):
-        pass  # the outcome is in the patch (its conditions say what failed); the next pass retries
-    if patch.status:
-        meta = body["metadata"]
-        await runtime().kube.patch_status(meta["namespace"], "connectors", meta["name"], dict(patch.status))
+async def _resync_connector(uid: str, latest: Callable[[str], dict[str, Any] | None], claims: ClaimIndex) -> None:
+    """One Connector's periodic reconcile, outside kopf's handler machinery. Its body is looked
+    up once the object's lock is held, and its status written before the lock is let go, so a
+    change handler or reset that held the object just before is never undone by a body read
+    before it finished (as kopf's timer read its live body then)."""
+    rt = runtime()
+    async with rt.locks[uid]:
+        stored = latest(uid)
+        if stored is None or (stored.get("metadata") or {}).get("deletionTimestamp"):
+            return  # gone, or its delete handler's now
+        body = kopf.Body(cast(kopf.RawBody, stored))
+        patch = kopf.Patch()
+        try:
+            with background():
+                await _reconcile_connector(body, patch, 0, claims, periodic=True, listed=True, locked=True)
+        except (kopf.TemporaryError, kopf.PermanentError):
+            pass  # the outcome is in the patch (its conditions say what failed); the next pass retries
+        if patch.status:
+            meta = body["metadata"]
+            await rt.kube.patch_status(meta["namespace"], "connectors", meta["name"], dict(patch.status))
 
 
 @kopf.daemon(GROUP, VERSION, "connectclusters", cancellation_timeout=30.0)
@@ -314,10 +329,11 @@ async def connector_sweep(body: kopf.Body, stopped: kopf.DaemonStopped, **kwargs
     members: kopf.Index[tuple[str, str], str] = kwargs["connectors_by_cluster"]
     claims = _claims(kwargs)
 
+    def latest(uid: str) -> dict[str, Any] | None:
+        return next(iter(bodies.get(uid, [])), None)
+
     async def resync(uid: str) -> None:
-        stored = next(iter(bodies.get(uid, [])), None)
-        if stored is not None:
-            await _resync_connector(stored, claims)
+        await _resync_connector(uid, latest, claims)
 
     async def wait(seconds: float) -> bool:
         await stopped.wait(seconds)

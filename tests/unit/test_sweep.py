@@ -140,3 +140,15 @@ def test_a_late_loop_still_stops_when_told() -> None:
         assert len(started) < 10
 
     asyncio.run(go())
+
+
+def test_a_member_never_overlaps_itself() -> None:
+    """A resync slower than the period is skipped by the next pass, not started beside itself
+    (two at once would act on the same status: CI29 saw 4 restarts where maxRestarts said 2)."""
+
+    async def go() -> None:
+        seen, peak = await _run(0.1, 8, ["only"], work=0.35)
+        assert peak == 1
+        assert 2 <= len(seen) <= 4
+
+    asyncio.run(go())

@@ -42,6 +42,7 @@ async def sweep(
     loop = asyncio.get_running_loop()
     slots = asyncio.Semaphore(in_flight)
     running: set[asyncio.Task[None]] = set()
+    busy: set[str] = set()
 
     async def one(key: str) -> None:
         try:
@@ -51,6 +52,7 @@ async def sweep(
         except Exception:  # a bug in one resync must not end every other's
             logger.exception("resync of %s failed", key)
         finally:
+            busy.discard(key)
             slots.release()
 
     try:
@@ -65,7 +67,10 @@ async def sweep(
                 # stop when told, not run out the rest of its pass first
                 if await wait(max(started + i * spacing - loop.time(), 0.0)):
                     return
+                if key in busy:
+                    continue  # its last resync still runs (a slow worker): it never overlaps itself
                 await slots.acquire()
+                busy.add(key)
                 task = asyncio.create_task(one(key), name=f"resync {key}")
                 running.add(task)
                 task.add_done_callback(running.discard)

@@ -305,6 +305,8 @@ async def _resync_connector(uid: str, latest: Callable[[str], dict[str, Any] | N
     change handler or reset that held the object just before is never undone by a body read
     before it finished (as kopf's timer read its live body then)."""
     rt = runtime()
+    if latest(uid) is None:
+        return  # deleted since the pass began: its lock was dropped with it, do not make a new one
     async with rt.locks[uid]:
         stored = latest(uid)
         if stored is None or (stored.get("metadata") or {}).get("deletionTimestamp"):

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from kopf._cogs.aiokits import aiotoggles
@@ -36,30 +36,27 @@ _MARK = "_connectops_quiet_notify"
 _ORIGINALS: dict[str, Any] = {}
 
 
-async def _make_toggle(self: Any, __val: bool = False, *, name: str | None = None) -> aiotoggles.Toggle:
-    toggle = aiotoggles.Toggle(__val, name=name, condition=self._condition)
+async def _changing(self: Any, change: Callable[[set[aiotoggles.Toggle]], object]) -> None:
+    """Apply ``change`` to the set's toggles; wake its waiters only if the set's state moved."""
     async with self._condition:
         before = self.is_on()
-        self._toggles.add(toggle)
+        change(self._toggles)
         if self.is_on() != before:
             self._condition.notify_all()
+
+
+async def _make_toggle(self: Any, __val: bool = False, *, name: str | None = None) -> aiotoggles.Toggle:
+    toggle = aiotoggles.Toggle(__val, name=name, condition=self._condition)
+    await _changing(self, lambda toggles: toggles.add(toggle))
     return toggle
 
 
 async def _drop_toggle(self: Any, toggle: aiotoggles.Toggle) -> None:
-    async with self._condition:
-        before = self.is_on()
-        self._toggles.discard(toggle)
-        if self.is_on() != before:
-            self._condition.notify_all()
+    await _changing(self, lambda toggles: toggles.discard(toggle))
 
 
 async def _drop_toggles(self: Any, toggles: Iterable[aiotoggles.Toggle]) -> None:
-    async with self._condition:
-        before = self.is_on()
-        self._toggles.difference_update(toggles)
-        if self.is_on() != before:
-            self._condition.notify_all()
+    await _changing(self, lambda present: present.difference_update(toggles))
 
 
 def _shape_known() -> bool:
@@ -90,13 +87,13 @@ def install() -> bool:
 def forget_managed_fields(body: Any) -> None:
     """Drop ``metadata.managedFields`` from the event body kopf keeps for the object.
 
-    kopf keeps each object's latest body for as long as the object has a timer (its resync), the
-    whole decoded JSON: about a third of a Connector's is managedFields (1 of 3 KB), which
-    neither kopf nor this operator reads (server-side apply's field ownership is the API
-    server's; GitOps tools read it from the server). Called from the index functions, which kopf
-    runs first on every event with the body it is about to keep, so the trimmed copy is the kept
-    one. Reaches into kopf's view for its source dict; if that ever is not a plain dict, nothing
-    is dropped.
+    Each Connector's latest body is kept for its resync (the ``connector_bodies`` index, which
+    shares the event's dicts), the whole decoded JSON: about a third of a Connector's is
+    managedFields (1 of 3 KB), which neither kopf nor this operator reads (server-side apply's
+    field ownership is the API server's; GitOps tools read it from the server). Called from the
+    claims index on every event; the metadata dict is the same one the kept body holds, so the
+    trimmed copy is the kept one. Reaches into kopf's view for its source dict; if that ever is
+    not a plain dict, nothing is dropped.
     """
     source = getattr(body, "_src", None)
     if isinstance(source, dict):

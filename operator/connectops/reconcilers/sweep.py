@@ -41,8 +41,8 @@ async def sweep(
     (a full reconcile), and a Connector just created is its change handler's."""
     loop = asyncio.get_running_loop()
     slots = asyncio.Semaphore(in_flight)
-    running: set[asyncio.Task[None]] = set()
-    busy: set[str] = set()
+    #: each member's resync in flight: one per member at most, and what a stop drains
+    running: dict[str, asyncio.Task[None]] = {}
 
     async def one(key: str) -> None:
         try:
@@ -52,7 +52,7 @@ async def sweep(
         except Exception:  # a bug in one resync must not end every other's
             logger.exception("resync of %s failed", key)
         finally:
-            busy.discard(key)
+            running.pop(key, None)
             slots.release()
 
     try:
@@ -67,18 +67,15 @@ async def sweep(
                 # stop when told, not run out the rest of its pass first
                 if await wait(max(started + i * spacing - loop.time(), 0.0)):
                     return
-                if key in busy:
+                if key in running:
                     continue  # its last resync still runs (a slow worker): it never overlaps itself
                 await slots.acquire()
-                busy.add(key)
-                task = asyncio.create_task(one(key), name=f"resync {key}")
-                running.add(task)
-                task.add_done_callback(running.discard)
+                running[key] = asyncio.create_task(one(key), name=f"resync {key}")
             rest = started + period - loop.time()
             if await wait(max(rest, 0.0)):
                 return
     finally:
         if running:
-            _, late = await asyncio.wait(set(running), timeout=DRAIN_SECONDS)
+            _, late = await asyncio.wait(set(running.values()), timeout=DRAIN_SECONDS)
             for task in late:
                 task.cancel()

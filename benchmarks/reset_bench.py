@@ -12,10 +12,26 @@ STOPPED with no tasks, ``DELETE /offsets``, ``PUT /resume``, poll until RUNNING 
 RUNNING. The baseline polls every 50 ms: it sees Connect's own transitions within 50 ms, so
 operator - direct (per pair, median) is what the operator adds to the time Connect takes: its
 polling slack (50 ms doubling to 100 ms in the stop and resume waits) and its guarantees (lock,
-backup, read-back while stopped, a status write per step). Target: < 0.1 s (issue 17).
+backup, read-back while stopped, a status write per step).
+
+Second figure, on the same connector (the issue's definition, and free of the two connectors'
+different timings: a FileStreamSource task's stop and start vary by a few hundred ms from run
+to run): the worker's own request log says when each of the operator's calls reached it and how
+long it took to answer (no proxy in between: a Python hop costs the operator more than its
+overhead), and an observer polls the managed connector's status every 50 ms during the reset.
+Connect's own time is (PUT /stop received -> first observed STOPPED with no tasks) + (DELETE
+/offsets answered) + (PUT /resume received -> first observed RUNNING with every task RUNNING);
+operator overhead = create call -> Succeeded seen, minus that. Target: < 0.1 s (issue 17), median of the runs.
 
     .venv/bin/python benchmarks/reset_bench.py               # 5 of each, alternating
     .venv/bin/python benchmarks/reset_bench.py --smoke       # 1 of each (CI)
+    .venv/bin/python benchmarks/reset_bench.py --repeat 3 --timeline   # where the overhead goes
+
+``--timeline``: while the operator's reset runs, a thread reads the OffsetReset's status and the
+connector's Connect status every 10 ms and prints, per run, when each step was first seen
+Running and Done and when Connect was first seen STOPPED and RUNNING again, in ms from the
+create call (the 10 ms reads slow both sides a little; use it to find the gaps, not as the
+figure).
 """
 
 from __future__ import annotations
@@ -23,8 +39,10 @@ from __future__ import annotations
 import argparse
 import re
 import statistics
+import threading
 import time
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -72,11 +90,15 @@ class Direct:
 
     def reset(self, name: str) -> float:
         started = time.perf_counter()
+        self.phases: dict[str, float] = {}
         self.http.put(self.path(name) + "/stop").raise_for_status()
         wait(lambda: self.stopped(name), 60, f"{name} STOPPED", interval=POLL)
+        self.phases["stopped"] = time.perf_counter() - started
         self.http.delete(self.path(name) + "/offsets").raise_for_status()
+        self.phases["offsets deleted"] = time.perf_counter() - started
         self.http.put(self.path(name) + "/resume").raise_for_status()
         wait(lambda: self.running(name), 60, f"{name} RUNNING", interval=POLL)
+        self.phases["running"] = time.perf_counter() - started
         return time.perf_counter() - started
 
 
@@ -90,9 +112,119 @@ def step_seconds(status: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-def run(bench: Bench, repeat: int) -> dict[str, Any]:
+class Observer:
+    """Polls one connector's Connect status every 50 ms (as the baseline does): each sample is
+    (sent, answered, state, task states), wall clock."""
+
+    def __init__(self, direct: Direct, connector: str) -> None:
+        self.samples: list[tuple[float, float, str, list[str]]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, args=(direct, connector), daemon=True)
+        self._thread.start()
+
+    def _poll(self, direct: Direct, connector: str) -> None:
+        while not self._stop.is_set():
+            sent = time.time()
+            status = direct.status(connector)
+            if status is not None:
+                tasks = [t["state"] for t in status["tasks"]]
+                self.samples.append((sent, time.time(), status["connector"]["state"], tasks))
+            time.sleep(POLL)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def first(self, after: float, ok: Any) -> float:
+        """When the first sample sent after ``after`` that satisfies ``ok`` was answered."""
+        for sent, answered, state, tasks in self.samples:
+            if sent >= after and ok(state, tasks):
+                return answered
+        raise RuntimeError(f"no sample after {after} satisfied the check")
+
+
+#: a REST request as the worker logs it: when the line was written (after the answer) ... the
+#: request line ... how long the answer took, in ms
+REQUEST_LOG = re.compile(
+    r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] INFO \S+ - - \[[^]]+\] "
+    r'"(\w+) (\S+) HTTP/[\d.]+" \d+ \S+ "[^"]*" "[^"]*" (\d+) '
+)
+
+
+def connect_requests(log: Path, offset: int) -> list[tuple[str, str, float, float]]:
+    """(method, path, started, seconds) of each REST request the worker logged after ``offset``
+    (its own request log: when the call reached Connect and how long Connect took, with nothing
+    between the operator and the worker)."""
+    out = []
+    with log.open("rb") as f:
+        f.seek(offset)
+        for line in f.read().decode(errors="replace").splitlines():
+            if match := REQUEST_LOG.match(line):
+                logged = datetime.strptime(match.group(1), "%Y-%m-%d %H:%M:%S,%f").replace(tzinfo=UTC).timestamp()
+                seconds = int(match.group(4)) / 1000
+                out.append((match.group(2), match.group(3), logged - seconds, seconds))
+    return out
+
+
+def connect_own_seconds(
+    requests: list[tuple[str, str, float, float]], observer: Observer, connector: str
+) -> dict[str, float]:
+    """Connect's own time in one reset of ``connector`` (see the module docstring)."""
+    path = f"/connectors/{quote(connector, safe='')}"
+
+    def call(method: str, suffix: str) -> tuple[float, float]:
+        matches = [(at, took) for m, p, at, took in requests if m == method and p == path + suffix]
+        if len(matches) != 1:
+            raise RuntimeError(f"expected one {method} {path + suffix} in the worker's log, found {len(matches)}")
+        return matches[0]
+
+    (stop, _), (_, delete), (resume, _) = call("PUT", "/stop"), call("DELETE", "/offsets"), call("PUT", "/resume")
+    stopped = observer.first(stop, lambda state, tasks: state == "STOPPED" and not tasks)
+    running = observer.first(
+        resume, lambda state, tasks: state == "RUNNING" and tasks and all(t == "RUNNING" for t in tasks)
+    )
+    return {"stop": stopped - stop, "delete_offsets": delete, "resume": running - resume}
+
+
+class Timeline:
+    """First sightings (ms from the create call) of each step state and each Connect state."""
+
+    def __init__(self, bench: Bench, direct: Direct, ns: str, reset: str, connector: str) -> None:
+        self.seen: dict[str, float] = {}
+        self._stop = threading.Event()
+        self.started = time.time()
+        self._thread = threading.Thread(target=self._poll, args=(bench, direct, ns, reset, connector), daemon=True)
+        self._thread.start()
+
+    def _mark(self, what: str) -> None:
+        self.seen.setdefault(what, (time.time() - self.started) * 1000)
+
+    def _poll(self, bench: Bench, direct: Direct, ns: str, reset: str, connector: str) -> None:
+        while not self._stop.is_set():
+            try:
+                status = bench.get(ns, "offsetresets", reset).get("status") or {}
+            except Exception:  # not created yet
+                status = {}
+            for step in status.get("steps") or []:
+                self._mark(f"{step.get('name')} {step.get('state')}")
+            if status.get("phase"):
+                self._mark(f"phase {status['phase']}")
+            connect = direct.status(connector)
+            if connect:
+                tasks = ",".join(t["state"] for t in connect["tasks"])
+                self._mark(f"connect {connect['connector']['state']} [{tasks}]")
+            time.sleep(0.01)
+
+    def stop(self) -> list[tuple[float, str]]:
+        self._stop.set()
+        self._thread.join()
+        return sorted((ms, what) for what, ms in self.seen.items())
+
+
+def run(bench: Bench, repeat: int, timeline: bool = False) -> dict[str, Any]:
     ns = bench.namespace("bench-reset")
     bench.cluster(ns)
+    worker_log = bench.env.connect.log_path
     operator = bench.operator([ns])
     operator.start()
     direct = Direct(bench.env.connect.url)
@@ -119,12 +251,18 @@ def run(bench: Bench, repeat: int) -> dict[str, Any]:
     ).raise_for_status()
 
     operator_runs: list[float] = []
+    connect_own: list[dict[str, float]] = []
+    overheads: list[float] = []
+    direct_overheads: list[float] = []
     baseline_runs: list[float] = []
     steps: list[dict[str, float]] = []
     for i in range(repeat):
         for name in (managed, manual):
             wait(lambda n=name: direct.running(n) and direct.offsets(n), 120, f"{name} running with offsets", 0.2)
 
+        probe = Timeline(bench, direct, ns, f"r{i}", managed) if timeline else None
+        log_offset = worker_log.stat().st_size
+        observer = Observer(direct, managed)
         started = time.perf_counter()
         bench.create(ns, "offsetresets", "OffsetReset", f"r{i}", {"connectorRef": {"name": managed}})
         status = wait(
@@ -137,24 +275,61 @@ def run(bench: Bench, repeat: int) -> dict[str, Any]:
             f"reset r{i}",
         )
         operator_runs.append(time.perf_counter() - started)
+        observer.stop()
+        time.sleep(0.5)  # the worker's log is written by another process
+        requests = connect_requests(worker_log, log_offset)
+        own = connect_own_seconds(requests, observer, managed)
+        connect_own.append(own)
+        overheads.append(operator_runs[-1] - sum(own.values()))
+        if probe is not None:
+            calls = [
+                ((at - probe.started) * 1000, f"connect {method} {path} ({took * 1000:.0f} ms)")
+                for method, path, at, took in requests
+                if managed in path
+            ]
+            log(f"  r{i} t0 = {probe.started:.4f} (wall clock)")
+            for ms, what in sorted(probe.stop() + calls):
+                log(f"  r{i} {ms:8.0f} ms  {what}")
         if status["phase"] != "Succeeded":
             raise RuntimeError(f"reset r{i} failed: {status}")
         steps.append(step_seconds(status))
 
+        log_offset = worker_log.stat().st_size
+        observer = Observer(direct, manual)
         baseline_runs.append(direct.reset(manual))
-        log(f"run {i + 1}/{repeat}: operator {operator_runs[-1]:.2f} s, direct {baseline_runs[-1]:.2f} s")
+        observer.stop()
+        time.sleep(0.5)
+        own_direct = connect_own_seconds(connect_requests(worker_log, log_offset), observer, manual)
+        direct_overheads.append(baseline_runs[-1] - sum(own_direct.values()))
+        if probe is not None:
+            log(
+                "  direct: "
+                + ", ".join(f"{what} at {seconds * 1000:.0f} ms" for what, seconds in direct.phases.items())
+            )
+        log(
+            f"run {i + 1}/{repeat}: operator {operator_runs[-1]:.2f} s, direct {baseline_runs[-1]:.2f} s; "
+            f"Connect's own {sum(own.values()):.2f} s ("
+            + ", ".join(f"{k} {v:.2f}" for k, v in own.items())
+            + f"), overhead {overheads[-1]:.3f} s; the direct sequence's by the same measure "
+            f"{direct_overheads[-1]:.3f} s"
+        )
 
     operator.stop()
     direct.http.delete(direct.path(manual))
     op, base = statistics.median(operator_runs), statistics.median(baseline_runs)
-    overhead = statistics.median(a - b for a, b in zip(operator_runs, baseline_runs, strict=True))
+    overhead_vs_direct = statistics.median(a - b for a, b in zip(operator_runs, baseline_runs, strict=True))
+    overhead = statistics.median(overheads)
     step_names = sorted({k for s in steps for k in s})
     return {
         "repeat": repeat,
         "operator_seconds": summary(operator_runs) | {"runs": operator_runs},
         "direct_seconds": summary(baseline_runs) | {"runs": baseline_runs},
         "ratio_median": op / base,
+        "overhead_vs_direct_seconds_median": overhead_vs_direct,
+        # the target's figure: the operator's time minus Connect's own on the same connector
         "overhead_seconds_median": overhead,
+        "overhead_seconds_runs": overheads,
+        "connect_own_seconds_runs": connect_own,
         "target_ratio": TARGET_RATIO,
         "target_overhead_seconds": TARGET_OVERHEAD_SECONDS,
         "target_met": op / base <= TARGET_RATIO and overhead < TARGET_OVERHEAD_SECONDS,
@@ -168,11 +343,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--smoke", action="store_true", help="one reset of each kind (CI)")
     parser.add_argument("--output", type=Path)
     parser.add_argument("--keep", action="store_true", help="keep the servers' directory")
+    parser.add_argument("--timeline", action="store_true", help="print when each step and Connect state was seen")
     args = parser.parse_args(argv)
     repeat = 1 if args.smoke else args.repeat
 
     with bench_env(keep=args.keep) as bench:
-        result = run(bench, repeat)
+        result = run(bench, repeat, args.timeline)
         result["hygiene"] = bench.hygiene()
     write_result("reset", result, args.output)
     print(
@@ -195,6 +371,11 @@ def main(argv: list[str] | None = None) -> int:
                 ],
             ],
         )
+    )
+    print(
+        f"operator overhead over Connect's own transitions (median of {result['repeat']}): "
+        f"{result['overhead_seconds_median']:.3f} s (target < {TARGET_OVERHEAD_SECONDS} s); "
+        f"over the direct connector: {result['overhead_vs_direct_seconds_median']:.3f} s"
     )
     print(
         "operator steps (median s): "

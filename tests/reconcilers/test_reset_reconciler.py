@@ -133,6 +133,53 @@ async def test_reset_runs_every_step_and_resumes(world: ResetWorld) -> None:
     ]
 
 
+async def test_each_step_boundary_is_one_durable_write_before_the_next_step_acts(world: ResetWorld) -> None:
+    """A step's completion and the next step's start go in one status write (each write is
+    downtime while the connector is stopped), and that write lands before the next step acts."""
+    seen_at_call: dict[str, dict[str, str]] = {}
+
+    def recorded_states() -> dict[str, str]:
+        return {s["name"]: s["state"] for s in world.status().get("steps") or []}
+
+    for method in ("stop", "delete_offsets", "resume"):
+        original = getattr(world.connect, method)
+
+        async def spy(*args: Any, _method: str = method, _original: Any = original) -> Any:
+            seen_at_call[_method] = recorded_states()
+            return await _original(*args)
+
+        setattr(world.connect, method, spy)
+    world.create(reset_spec())
+    assert await world.run() is True
+
+    # what the API server held when each mutating call went out
+    for call, done, running in (
+        ("stop", "backup", "stop"),
+        ("delete_offsets", "stop", "reset"),
+        ("resume", "reset", "resume"),
+    ):
+        assert (seen_at_call[call][done], seen_at_call[call][running]) == ("Done", "Running"), call
+
+    # replay the writes: a step never becomes Done in a write that leaves the machine with no
+    # step Running unless it was the last one (then the same write ends the reset)
+    states: dict[str, str] = {}
+    boundaries = 0
+    for namespace, plural, name, patch in world.kube.status_patches:
+        if (namespace, plural, name) != (NAMESPACE, "offsetresets", RESET) or "steps" not in patch:
+            continue
+        before = dict(states)
+        states = {s["name"]: s["state"] for s in patch["steps"]}
+        finished = [n for n, state in states.items() if state == "Done" and before.get(n) != "Done"]
+        if not finished:
+            continue
+        boundaries += 1
+        if finished[-1] == "unlock":
+            assert patch["phase"] == "Succeeded"
+        else:
+            assert "Running" in states.values(), (finished, states)
+    assert boundaries == len(STEPS) - 1  # every step but the skipped offsetSyncs, one write each
+
+
 async def test_alter_changes_only_the_named_partitions(world: ResetWorld) -> None:
     world.seed("sink", SINK_CONFIG, SINK_OFFSETS)
     entries = [sink_entry(0, 5), sink_entry(2, None)]

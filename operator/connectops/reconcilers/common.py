@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from connectops.models.base import Condition, get_condition, set_condition
+
+A = TypeVar("A")
+B = TypeVar("B")
 
 #: (type "Normal"|"Warning", reason, message) -> posts a Kubernetes Event on the object
 EmitEvent = Callable[[str, str, str], None]
@@ -18,13 +22,29 @@ class Backoff:
     short wait (most transitions take tens of milliseconds to a few seconds), doubling to a cap so
     a slow transition does not cost a request every 50 ms."""
 
-    def __init__(self, first: float = 0.05, cap: float = 1.0) -> None:
+    def __init__(self, first: float = 0.05, cap: float = 1.0, *, hold: float = 0.0) -> None:
+        """``hold``: seconds during which the waits stay at ``first`` before doubling (a wait
+        whose every interval of slack is downtime keeps them short while the usual transition
+        runs, and still backs off from one that is stuck)."""
         self._next = first
         self._cap = cap
+        self._hold_until = time.monotonic() + hold
 
     async def wait(self) -> None:
         await asyncio.sleep(self._next)
-        self._next = min(self._next * 2, self._cap)
+        if time.monotonic() >= self._hold_until:
+            self._next = min(self._next * 2, self._cap)
+
+
+async def both(first: Awaitable[A], second: Awaitable[B]) -> tuple[A, B]:
+    """Two independent reads at once. Both are awaited to their end even when one fails (no
+    task is left running unseen), and the first failure, in argument order, is raised as itself:
+    callers catch the adapters' typed errors, not an ExceptionGroup."""
+    a, b = await asyncio.gather(first, second, return_exceptions=True)
+    for result in (a, b):
+        if isinstance(result, BaseException):
+            raise result
+    return cast(A, a), cast(B, b)
 
 
 @dataclass

@@ -2,13 +2,15 @@
 resume -> verify -> unlock.
 
 Durability: before a step acts, its ``Running`` state (with the attempt count) is written to
-status; after, ``Done``. Every step is idempotent, so an operator that dies anywhere re-runs at
+status; after, ``Done``, in the same write as the next step's ``Running`` (the last step's, with
+the outcome): one write per step boundary, as each costs the pipeline downtime while the
+connector is stopped. Every step is idempotent, so an operator that dies anywhere re-runs at
 most the step that was in flight, and the machine resumes from status on the next start. The
 spec that is executed is snapshotted into status at the start: a finished (or running) reset is
 immutable, and later spec edits are reported, not obeyed.
 
 Where things live: this module is the driver, the stop/resume/verify steps and the failure path
-(kept together, about 740 lines, because the failure path decides between resuming and staying
+(kept together, about 790 lines, because the failure path decides between resuming and staying
 stopped with those same steps; verify also measures what the reset cost, from the same polls);
 ``reset_lock`` takes and releases the lock, ``reset_inspect`` plans, ``reset_backup`` keeps
 backups, ``reset_rest`` / ``reset_tombstone`` / ``reset_consumer_group`` change offsets (one module
@@ -80,12 +82,14 @@ from connectops.validation import describe_validation_error
 __all__ = ["PLURAL", "OffsetResetExecutor", "backup_name", "lock_holder", "offsets_outcome", "spec_hash"]
 
 TERMINAL = frozenset({"Succeeded", "Failed", "Planned"})
-#: The stop and resume waits poll Connect's status every 50 ms at first, then every 100 ms at
-#: most: the connector processes nothing while they run, so each poll interval of slack is
-#: downtime of the pipeline (a 1 s cap put up to 1 s after each transition: measured in
-#: benchmarks/reset_bench.py against a 50 ms observer). A reset holds one connector; its polls
-#: go through the same bounded Connect lanes as every other call.
-DOWNTIME_POLL_CAP = 0.1
+#: The stop and resume waits poll Connect's status every 50 ms for their first 15 s, then back
+#: off to one poll a second: the connector processes nothing while they run, so each poll
+#: interval of slack is downtime of the pipeline (a 100 ms cap cost ~50 ms per wait, a 1 s cap up
+#: to 1 s: measured in benchmarks/reset_bench.py against a 50 ms observer), and Connect's stop and
+#: start take seconds (the graceful task shutdown is 5 s by default). A reset holds one
+#: connector; its polls go through the same bounded Connect lanes as every other call.
+DOWNTIME_POLL = 0.05
+DOWNTIME_POLL_HOLD = 15.0
 
 
 class OffsetResetExecutor:
@@ -367,27 +371,13 @@ class OffsetResetExecutor:
             Step.VERIFY: self._verify,
             Step.UNLOCK: self._unlock,
         }
-        for step in Step:
-            state = run.step(step).state
-            if state in ("Done", "Skipped"):
-                continue
-            if run.spec.dry_run and step in (
-                Step.BACKUP,
-                Step.STOP,
-                Step.RESET,
-                Step.OFFSET_SYNCS,
-                Step.RESUME,
-                Step.VERIFY,
-            ):
-                run.set_step(step, state="Skipped", message="dry run")
-                continue
-            if step is Step.OFFSET_SYNCS and str(step) not in run.plan.steps:
-                run.set_step(step, state="Skipped", message="no MirrorMaker 2 offset-syncs cleanup")
-                continue
-            attempts = run.step(step).attempts + 1
-            run.set_step(step, state="Running", attempts=attempts, started_at=utcnow_iso())
-            run.status.current_step = str(step)
-            await self._store(run)
+        step = self._begin_next(run, None)
+        if step is None:
+            await self._succeed(run, body)
+            return
+        await self._store(run)
+        while step is not None:
+            attempts = run.step(step).attempts
             started = time.monotonic()
             try:
                 message = await actions[step](run)
@@ -422,9 +412,50 @@ class OffsetResetExecutor:
             run.set_step(step, state="Done", finished_at=utcnow_iso(), message=message)
             run.history(f"{step}: {message} ({elapsed:.2f}s)")
             run.emit("Normal", f"Step{str(step)[0].upper()}{str(step)[1:]}", message)
-            await self._store(run)
-            failpoints.hit(str(step), "done")
+            finished = step
+            step = self._begin_next(run, step)
+            if step is None:
+                # the last step's completion is written with the outcome, below
+                await self._succeed(run, body)
+            else:
+                await self._store(run)
+            failpoints.hit(str(finished), "done")
 
+    def _begin_next(self, run: Run, after: Step | None) -> Step | None:
+        """Marks the step after ``after`` that is to run as Running (its attempt counted, its
+        start time set) and returns it; the steps passed over on the way are Skipped. Nothing is
+        written: the caller's next store carries the start together with the previous step's
+        completion, one status write per step boundary instead of two. A step's Running state
+        is still durable before it acts, which is all resumption needs ("may have begun")."""
+        order = list(Step)
+        for step in order[order.index(after) + 1 :] if after is not None else order:
+            state = run.step(step).state
+            if state in ("Done", "Skipped"):
+                continue
+            if run.spec.dry_run and step in (
+                Step.BACKUP,
+                Step.STOP,
+                Step.RESET,
+                Step.OFFSET_SYNCS,
+                Step.RESUME,
+                Step.VERIFY,
+            ):
+                run.set_step(step, state="Skipped", message="dry run")
+                continue
+            if step is Step.OFFSET_SYNCS and str(step) not in run.plan.steps:
+                run.set_step(step, state="Skipped", message="no MirrorMaker 2 offset-syncs cleanup")
+                continue
+            run.set_step(step, state="Running", attempts=run.step(step).attempts + 1, started_at=utcnow_iso())
+            run.status.current_step = str(step)
+            if step is Step.STOP and run.status.stopped_at is None:
+                # written before the stop call: a rerun of the step (the connector already
+                # stopped) must not move the start of what the reset costs
+                run.status.stopped_at = iso_ms(time.time())
+            return step
+        return None
+
+    async def _succeed(self, run: Run, body: Any) -> None:
+        """Every step is Done: the outcome, with the last step's completion, in one write."""
         conditions = Conditions(run.status.conditions, run.generation, run.emit)
         if run.spec.dry_run:
             run.status.phase = "Planned"
@@ -639,16 +670,12 @@ class OffsetResetExecutor:
 
     async def _stop(self, run: Run) -> str:
         client = run.cluster.client
-        if run.status.stopped_at is None:
-            # stored before the call: a rerun of the step (the connector already stopped) must not
-            # move the start of what the reset costs
-            run.status.stopped_at = iso_ms(time.time())
-            await self._store(run)
+        # run.status.stopped_at was written with this step's start (_begin_next)
         for connector in run.connectors:
             await client.stop(connector)
         deadline = time.monotonic() + self._stop_timeout
         pending = run.connectors
-        backoff = Backoff(cap=DOWNTIME_POLL_CAP)
+        backoff = Backoff(DOWNTIME_POLL, hold=DOWNTIME_POLL_HOLD)
         while pending:
             state = await client.get_status(pending[0])
             if state is not None and state.state == "STOPPED" and not state.tasks:
@@ -729,7 +756,7 @@ class OffsetResetExecutor:
                     already_stopped=True,
                     down_until=resumed,
                 )
-            backoff = Backoff(cap=DOWNTIME_POLL_CAP)
+            backoff = Backoff(DOWNTIME_POLL, hold=DOWNTIME_POLL_HOLD)
             while True:
                 state = await client.get_status(connector)
                 if watch is not None and state is not None:

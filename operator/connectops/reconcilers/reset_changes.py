@@ -19,7 +19,7 @@ from connectops.adapters.kube import KubeClient
 from connectops.failures import ConnectopsError
 from connectops.models.offset_reset import OffsetChange, OffsetResetStatus
 from connectops.planning.offset_reset import diff_offsets
-from connectops.reconcilers.common import Backoff, Conditions
+from connectops.reconcilers.common import Backoff, Conditions, both
 from connectops.reconcilers.reset_run import PLURAL, Run, StepFailed
 
 #: how long Connect may take to show what was written to its offsets topic
@@ -100,11 +100,15 @@ class OffsetChanges:
         deadline = time.monotonic() + READ_BACK_SECONDS
         backoff = Backoff()
         while True:
-            actual = [e for e in await run.cluster.client.get_offsets(connector) if e.get("offset") is not None]
+            # both reads at once: each is a read of the offsets topic (Connect's own, and ours),
+            # and the connector stays stopped until they agree
+            answered, broker = await both(
+                run.cluster.client.get_offsets(connector), self.broker_offsets(run, connector)
+            )
+            actual = [e for e in answered if e.get("offset") is not None]
             problems = [f"Connect: {p}" for p in diff_offsets(expected, actual)]
-            if not problems:
-                broker = await self.broker_offsets(run, connector)
-                problems = [f"Kafka: {p}" for p in diff_offsets(expected, broker or [])] if broker is not None else []
+            if not problems and broker is not None:
+                problems = [f"Kafka: {p}" for p in diff_offsets(expected, broker)]
             if not problems:
                 return
             if time.monotonic() > deadline:

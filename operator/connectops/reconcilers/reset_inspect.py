@@ -29,6 +29,7 @@ from connectops.planning.offset_reset import (
     untouched,
 )
 from connectops.reconcilers import reset_mm2
+from connectops.reconcilers.common import both
 from connectops.reconcilers.reset_backup import BackupStore
 from connectops.reconcilers.reset_run import Run
 
@@ -41,15 +42,15 @@ class Inspector:
     async def inspect(self, run: Run) -> str:
         """What is there before anything changes: the connectors, their kinds and offsets, and the plan."""
         client = run.cluster.client
-        version, caps = await run.cluster.capabilities(0.0)
+        # independent reads at once: the reset's connector is running, and every millisecond
+        # here is added to the time before it stops
+        (version, caps), managed = await both(run.cluster.capabilities(0.0), self._managed_specs(run))
         targets = []
         roles = mirror_roles(run.spec)
-        managed = await self._managed_specs(run)
         for connector in run.connectors:
-            info = await client.get_connector(connector)
+            info, state = await both(client.get_connector(connector), client.get_status(connector))
             if info is None:
                 raise PlanError(f"connector {connector} does not exist in Kafka Connect")
-            state = await client.get_status(connector)
             owner = managed.get(connector)
             targets.append(
                 TargetConnector(

@@ -23,6 +23,12 @@ _ERROR = Message.error
 
 #: messages per ``consume()`` call when scanning a topic
 _BATCH: Final = 10_000
+#: ``consume()`` returns early only with a full batch, so its timeout is paid whenever fewer
+#: records are left: the wait starts at 5 ms after records came, doubling to 100 ms while none
+#: come (a reset's read-back of a few records took 104 ms with a fixed 100 ms, all of it waiting,
+#: and the connector stays stopped meanwhile)
+_FIRST_WAIT: Final = 0.005
+_MAX_WAIT: Final = 0.1
 
 #: What a caller keeps from a batch of records (consumer errors already taken out, in topic order).
 Take = Callable[[list[Message]], None]
@@ -55,15 +61,15 @@ class TopicReader(KafkaClient):
         deadline = time.monotonic() + budget
         consumer = self._consumer()
         read = 0
+        wait = _FIRST_WAIT
         try:
             consumer.assign([TopicPartition(topic, p, ranges[p][0]) for p in sorted(todo)])
             while todo:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise KafkaUnavailable(stalled(read, len(todo)), operation=operation, code="_TIMED_OUT")
-                # A short wait: consume() returns early only with a full batch, so a topic whose size is
-                # not a multiple of _BATCH would pay the whole timeout at its end.
-                batch = self._records(consumer.consume(num_messages=_BATCH, timeout=min(0.1, remaining)), operation)
+                batch = self._records(consumer.consume(num_messages=_BATCH, timeout=min(wait, remaining)), operation)
+                wait = _FIRST_WAIT if batch else min(wait * 2, _MAX_WAIT)
                 read += len(batch)
                 take(batch)
                 # Position, not the last offset seen: transaction markers and compacted-away

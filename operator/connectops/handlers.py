@@ -17,7 +17,7 @@ from typing import Any, cast
 
 import kopf
 
-from connectops import kopf_fixes, metrics
+from connectops import kopf_fixes, memory, metrics
 from connectops.adapters.kube import KubeClient, load_kube_config
 from connectops.diffbase import DigestDiffBaseStorage
 from connectops.errors import as_kopf_error
@@ -84,6 +84,8 @@ class Runtime:
             SETTINGS.connect_concurrency,
             book,
         )
+        #: the C heap's free pages go back to the system once a minute (see connectops.memory)
+        self.trimmer = asyncio.get_running_loop().create_task(memory.trim_forever(), name="malloc-trim")
 
 
 _runtime: Runtime | None = None
@@ -128,6 +130,7 @@ async def shutdown(**_: Any) -> None:
         # requests them again (ConnectorReconciler._check)
         await _runtime.checks.batches.close()
         await _runtime.clusters.aclose()
+        _runtime.trimmer.cancel()
         _runtime = None
 
 

@@ -1,0 +1,59 @@
+"""connectops.memory: the C heap's free pages go back to the system."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+from pathlib import Path
+
+import pytest
+
+from connectops import memory
+
+
+def _rss_kib() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+def test_trim_gives_back_pages_freed_below_a_live_block() -> None:
+    """glibc keeps freed pages resident when a live block sits above them; trim returns them."""
+    libc = ctypes.CDLL(None)
+    libc.malloc.restype = ctypes.c_void_p
+    libc.malloc.argtypes = [ctypes.c_size_t]
+    libc.free.argtypes = [ctypes.c_void_p]
+    # below the mmap threshold (128 KiB), so they come from the heap, then one block on top
+    blocks = [libc.malloc(64 * 1024) for _ in range(1600)]  # 100 MiB
+    for b in blocks:
+        ctypes.memset(b, 1, 64 * 1024)  # touched: resident
+    top = libc.malloc(64 * 1024)
+    try:
+        for b in blocks:
+            libc.free(b)
+        before = _rss_kib()
+        assert memory.trim() is True
+        after = _rss_kib()
+        assert before - after > 50 * 1024, (before, after)  # most of the 100 MiB went back
+    finally:
+        libc.free(top)
+
+
+async def test_trim_forever_trims_each_period_until_cancelled(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+    monkeypatch.setattr(memory, "_TRIM", lambda pad: calls.append(pad) or 1)
+    task = asyncio.create_task(memory.trim_forever(0.01))
+    await asyncio.sleep(0.1)
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    assert len(calls) >= 3
+    assert set(calls) == {0}
+
+
+async def test_without_malloc_trim_it_does_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(memory, "_TRIM", None)
+    assert memory.trim() is False
+    await asyncio.wait_for(memory.trim_forever(0.01), 1)  # returns at once

@@ -36,6 +36,7 @@ SCRIPTS = [
     ("producer_pressure_bench", "producer_pressure"),
     ("rotation_bench", "rotation"),
     ("check_batch_bench", "check_batch"),
+    ("burst_memory_bench", "burst_memory"),
 ]
 START, END = "<!-- results:start -->", "<!-- results:end -->"
 
@@ -163,6 +164,19 @@ def report(results: Path) -> tuple[str, dict[str, Any]]:
                 f"{f['rss_mib']:.0f} / {f['peak_rss_mib']:.0f} MiB; {top['rss_mib']:.0f} MiB",
                 "",
                 met(f["peak_rss_mib"] < 300 and top["rss_mib"] < 300),
+            ]
+        )
+    if bm := load(results, "burst_memory"):
+        hygiene(bm)
+        after, peak = bm["rss_after_settle_mib"], bm["peak_rss_mib"]
+        rows.append(
+            [
+                f"Operator RSS after a burst of {bm['connectors']:,} creations, {bm['settle_seconds']:.0f} s "
+                "after Ready, heap trim on vs off (peak during the burst)",
+                f"< {bm['target_rss_mib']} MiB",
+                f"{after['on']:.0f} vs {after['off']:.0f} MiB (peak {peak['on']:.0f} vs {peak['off']:.0f})",
+                f"{bm['ratio_on_vs_off']:.2f}x",
+                met(bm["target_met"]),
             ]
         )
     if t := load(results, "tombstone_scan"):

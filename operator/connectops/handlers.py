@@ -85,7 +85,9 @@ class Runtime:
             book,
         )
         #: the C heap's free pages go back to the system once a minute (see connectops.memory)
-        self.trimmer = asyncio.get_running_loop().create_task(memory.trim_forever(), name="malloc-trim")
+        self.trimmer = asyncio.get_running_loop().create_task(
+            memory.trim_forever(SETTINGS.malloc_trim_seconds), name="malloc-trim"
+        )
 
 
 _runtime: Runtime | None = None

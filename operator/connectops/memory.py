@@ -22,8 +22,9 @@ from collections.abc import Callable
 
 log = logging.getLogger(__name__)
 
-#: how often the heap is trimmed: often enough that a burst's pages go back within a minute,
-#: rarely enough that the walk costs nothing measurable (one walk a minute)
+#: how often the heap is trimmed by default (``CONNECTOPS_MALLOC_TRIM_SECONDS``): often enough
+#: that a burst's pages go back within a minute, rarely enough that the walk costs nothing
+#: measurable
 TRIM_SECONDS = 60.0
 
 
@@ -52,7 +53,10 @@ def trim() -> bool:
 
 
 async def trim_forever(period: float = TRIM_SECONDS) -> None:
-    """Trims every ``period`` seconds until cancelled (started with the operator)."""
+    """Trims every ``period`` seconds until cancelled (started with the operator); a period of
+    0 turns it off."""
+    if period <= 0:
+        return
     if _TRIM is None:
         log.info("malloc_trim is not available in this libc: freed heap pages stay resident")
         return

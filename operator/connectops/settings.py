@@ -22,6 +22,8 @@ def _list(name: str) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class Settings:
+    #: how often the C heap's free pages are handed back to the system (connectops.memory); 0: never
+    malloc_trim_seconds: float = field(default_factory=lambda: max(0.0, _float("CONNECTOPS_MALLOC_TRIM_SECONDS", 60.0)))
     #: how often every object is re-checked for drift (Strimzi: 120 s)
     resync_seconds: float = field(default_factory=lambda: _float("CONNECTOPS_RESYNC_SECONDS", 60.0))
     #: first retry delay after a temporary failure (Connect down, 409, missing Secret)

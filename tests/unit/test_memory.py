@@ -53,6 +53,13 @@ async def test_trim_forever_trims_each_period_until_cancelled(monkeypatch: pytes
     assert set(calls) == {0}
 
 
+async def test_a_period_of_zero_turns_it_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+    monkeypatch.setattr(memory, "_TRIM", lambda pad: calls.append(pad) or 1)
+    await asyncio.wait_for(memory.trim_forever(0), 1)  # returns at once
+    assert calls == []
+
+
 async def test_without_malloc_trim_it_does_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(memory, "_TRIM", None)
     assert memory.trim() is False

@@ -1,0 +1,129 @@
+"""Benchmark: the operator's RSS after a burst of Connector creations, heap trim off vs on.
+
+A GitOps sync that creates many Connectors at once makes the operator allocate a few hundred
+MiB that are almost all freed once every one is Ready; glibc keeps freed pages resident while a
+live block sits above them. ``connectops.memory`` hands them back every
+``CONNECTOPS_MALLOC_TRIM_SECONDS`` (60 s by default). Side by side, in one run, alternating:
+an operator with the trim off (``CONNECTOPS_MALLOC_TRIM_SECONDS=0``, the baseline) and one with
+it on, each in its own namespace with its own ConnectCluster, each sent the same burst (N
+Connector CRs, each a stopped FileStreamSource connector, created by 8 threads). For each:
+RSS when every Connector is Ready, then RSS and peak RSS (VmHWM) ``--settle`` seconds later
+(longer than the trim period); both operators run with ``MALLOC_ARENA_MAX=2`` as the image does.
+The worker runs in standalone mode (no group rebalance per connector on Tansu).
+
+    .venv/bin/python benchmarks/burst_memory_bench.py                 # 1,000 each, 2 rounds
+    .venv/bin/python benchmarks/burst_memory_bench.py --connectors 300 --rounds 1
+    .venv/bin/python benchmarks/burst_memory_bench.py --smoke         # 20 each, 2 s period
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from apply_bench import spec
+from harness import Bench, bench_env, connector_ready, log, rss_mib, table, vm_hwm_mib, wait, write_result
+
+TARGET_RSS_MIB = 150  # issue 17: RSS at 1,000 Connectors
+
+
+def burst(bench: Bench, n: int, trim_seconds: float, settle: float, label: str) -> dict[str, Any]:
+    ns = bench.namespace(f"burst-{label}")
+    bench.cluster(ns)
+    operator = bench.operator([ns], CONNECTOPS_MALLOC_TRIM_SECONDS=str(trim_seconds), MALLOC_ARENA_MAX="2")
+    operator.start()
+    time.sleep(5)  # started and idle
+    idle = rss_mib(operator.pid)
+    names = [f"{label}-{i:04d}" for i in range(n)]
+    started = time.monotonic()
+    with ThreadPoolExecutor(8) as pool:
+        list(
+            pool.map(lambda c: bench.create(ns, "connectors", "Connector", c, spec(c, bench.workdir, "stopped")), names)
+        )
+    wanted = set(names)
+    wait(
+        lambda: wanted <= {i["metadata"]["name"] for i in bench.items(ns, "connectors") if connector_ready(i)},
+        900,
+        f"{n} Connectors Ready ({label})",
+        interval=1.0,
+    )
+    ready_seconds = time.monotonic() - started
+    at_ready = rss_mib(operator.pid)
+    time.sleep(settle)
+    result = {
+        "trim_seconds": trim_seconds,
+        "idle_rss_mib": idle,
+        "ready_seconds": ready_seconds,
+        "rss_at_ready_mib": at_ready,
+        "rss_after_settle_mib": rss_mib(operator.pid),
+        "peak_rss_mib": vm_hwm_mib(operator.pid),
+    }
+    operator.stop()
+    log(
+        f"{label}: {n} Ready in {ready_seconds:.1f} s; RSS idle {idle:.0f}, at Ready {at_ready:.0f}, "
+        f"{settle:.0f} s later {result['rss_after_settle_mib']:.0f} MiB (peak {result['peak_rss_mib']:.0f})"
+    )
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--connectors", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=2, help="off/on pairs, alternating which goes first")
+    parser.add_argument("--trim-seconds", type=float, default=60.0, help="the trim period of the 'on' operator")
+    parser.add_argument("--smoke", action="store_true", help="20 Connectors, a 2 s period, one round (CI)")
+    parser.add_argument("--output", type=Path)
+    args = parser.parse_args(argv)
+    n, rounds, period = (20, 1, 2.0) if args.smoke else (args.connectors, args.rounds, args.trim_seconds)
+    settle = period + 10
+
+    runs: dict[str, list[dict[str, Any]]] = {"off": [], "on": []}
+    with bench_env(standalone_connect=True) as bench:
+        for r in range(rounds):
+            order = ("off", "on") if r % 2 == 0 else ("on", "off")
+            for variant in order:
+                trim = 0.0 if variant == "off" else period
+                runs[variant].append(burst(bench, n, trim, settle, f"{variant}{r}"))
+        hygiene = bench.hygiene()
+
+    def median(variant: str, key: str) -> float:
+        return statistics.median(run[key] for run in runs[variant])
+
+    result: dict[str, Any] = {
+        "connectors": n,
+        "rounds": rounds,
+        "trim_seconds": period,
+        "settle_seconds": settle,
+        "runs": runs,
+        "rss_after_settle_mib": {v: median(v, "rss_after_settle_mib") for v in runs},
+        "peak_rss_mib": {v: median(v, "peak_rss_mib") for v in runs},
+        "ratio_on_vs_off": median("on", "rss_after_settle_mib") / median("off", "rss_after_settle_mib"),
+        "target_rss_mib": TARGET_RSS_MIB,
+        "target_met": median("on", "rss_after_settle_mib") < TARGET_RSS_MIB,
+        "hygiene": hygiene,
+    }
+    write_result("burst_memory", result, args.output)
+    print(
+        table(
+            ["heap trim", "RSS at Ready MiB", f"RSS {settle:.0f} s later MiB", "peak MiB"],
+            [
+                [
+                    v,
+                    median(v, "rss_at_ready_mib"),
+                    result["rss_after_settle_mib"][v],
+                    result["peak_rss_mib"][v],
+                ]
+                for v in ("off", "on")
+            ],
+        )
+    )
+    print(f"RSS after the burst, trim on / off: {result['ratio_on_vs_off']:.2f}x (median of {rounds})")
+    return 1 if hygiene["hits"] else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

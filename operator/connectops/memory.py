@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
-import ctypes.util
 import logging
 from collections.abc import Callable
 
@@ -29,11 +28,10 @@ TRIM_SECONDS = 60.0
 
 
 def _malloc_trim() -> Callable[[int], int] | None:
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return None
+    # the symbols already loaded in this process (libc among them): no library lookup, which
+    # on Linux runs ldconfig in a subprocess
     try:
-        fn = ctypes.CDLL(name).malloc_trim
+        fn = ctypes.CDLL(None).malloc_trim
     except (OSError, AttributeError):
         return None  # not glibc (musl has no malloc_trim)
     fn.argtypes = [ctypes.c_size_t]

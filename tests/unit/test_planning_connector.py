@@ -19,8 +19,10 @@ from connectops.planning.connector import (
     config_drift,
     plan_connector,
     readiness,
+    ready_run_start,
     render_config,
     restart_delay,
+    restarts_cleared,
 )
 
 MODERN = capabilities_for("4.3.0")
@@ -212,3 +214,45 @@ def test_readiness() -> None:
     assert readiness(s, ObservedConnector(live, "PAUSED", task_count=1)).reason == "StateMismatch"
     stopped = spec(state="stopped")
     assert readiness(stopped, ObservedConnector(live, "STOPPED")).ready
+
+
+# -- when the automatic restart count starts again from 0 -----------------------------------------
+
+
+def _observe(spec_: ConnectorSpec, book: RestartBook, looks: list[tuple[float, bool]]) -> list[bool]:
+    """Each look (time, Ready) as the reconciler makes it: the run of Ready looks, then the rule."""
+    since: float | None = None
+    out = []
+    for now, ready in looks:
+        since = ready_run_start(ready, since, now)
+        out.append(restarts_cleared(spec_, ready, book, now, since))
+    return out
+
+
+def test_one_look_at_a_failing_task_s_running_moment_never_clears_the_count() -> None:
+    """CI29/CI30: the task that fails in start() showed RUNNING 3 s after a slow restart; one
+    look at that moment cleared the count (maxSeconds 2), and it was restarted twice more."""
+    s = spec(autoRestart={"maxRestarts": 2, "backoff": {"initialSeconds": 1, "maxSeconds": 2}})
+    book = RestartBook(count=2, last_restart_at=100.0)
+    assert _observe(s, book, [(103.0, True), (106.0, False), (109.0, True), (112.0, False)]) == [False] * 4
+
+
+def test_the_count_clears_after_an_unbroken_run_of_ready_looks_as_long_as_max_seconds() -> None:
+    s = spec(autoRestart={"maxRestarts": 2, "backoff": {"initialSeconds": 1, "maxSeconds": 2}})
+    book = RestartBook(count=2, last_restart_at=100.0)
+    assert _observe(s, book, [(103.0, True), (104.0, True), (105.0, True)]) == [False, False, True]
+    # a break starts the run again
+    assert _observe(s, book, [(103.0, True), (104.5, False), (105.0, True), (106.0, True), (107.0, True)]) == [
+        False,
+        False,
+        False,
+        False,
+        True,
+    ]
+
+
+def test_the_count_never_clears_sooner_than_max_seconds_after_the_last_restart() -> None:
+    s = spec(autoRestart={"maxRestarts": 5, "backoff": {"initialSeconds": 1, "maxSeconds": 10}})
+    book = RestartBook(count=1, last_restart_at=100.0)
+    assert _observe(s, book, [(95.0, True), (105.0, True), (110.0, True)]) == [False, False, True]
+    assert _observe(s, RestartBook(count=0, last_restart_at=None), [(0.0, True), (100.0, True)]) == [False, False]

@@ -155,17 +155,32 @@ class ConnectorPlan:
     unsupported: str | None = None
 
 
-def restarts_cleared(spec: ConnectorSpec, ready: bool, restarts: RestartBook, now: float) -> bool:
-    """Whether the count of automatic restarts starts again from 0: the connector is Ready and
-    has been up for ``backoff.maxSeconds`` since the last restart (as Kubernetes clears a
-    crash-loop backoff after 10 minutes of running). A task that fails in ``start()`` shows
-    RUNNING for a moment after each restart; clearing the count on that moment restarted it
-    without bound (CI25: 4 and 8 restarts where maxRestarts said 2)."""
-    if not ready or restarts.count == 0:
+def restarts_cleared(
+    spec: ConnectorSpec, ready: bool, restarts: RestartBook, now: float, ready_since: float | None
+) -> bool:
+    """Whether the count of automatic restarts starts again from 0: the connector is Ready, has
+    been seen Ready without a break since ``ready_since``, and both that and the last restart
+    are ``backoff.maxSeconds`` old (as Kubernetes clears a crash-loop backoff after 10 minutes of
+    running). A task that fails in ``start()`` shows RUNNING for a moment after each restart;
+    clearing the count on that moment restarted it without bound (CI25: 4 and 8 restarts where
+    maxRestarts said 2), and so did one look at that moment when the restart was slow to happen
+    (CI29, CI30: the moment came more than maxSeconds after the restart on a loaded machine).
+    ``ready_since`` is the first of an unbroken run of Ready observations (None: not Ready at
+    the last one), so one sight of the moment never clears the count: the next look sees the
+    task FAILED."""
+    if not ready or restarts.count == 0 or ready_since is None:
         return False
-    if restarts.last_restart_at is None:
-        return True
-    return now - restarts.last_restart_at >= spec.auto_restart.backoff.max_seconds
+    wait = spec.auto_restart.backoff.max_seconds
+    if now - ready_since < wait:
+        return False
+    return restarts.last_restart_at is None or now - restarts.last_restart_at >= wait
+
+
+def ready_run_start(ready: bool, since: float | None, now: float) -> float | None:
+    """The start of the unbroken run of Ready observations this one belongs to (None: not Ready)."""
+    if not ready:
+        return None
+    return now if since is None else since
 
 
 def restart_delay(count: int, initial: float, maximum: float) -> float:

@@ -60,6 +60,7 @@ from connectops.planning.connector import (
     plan_connector,
     plugin_missing,
     readiness,
+    ready_run_start,
     render_config,
     restarts_cleared,
 )
@@ -182,6 +183,9 @@ class ConnectorReconciler:
         self._acted: dict[str, VerbTokens] = {}
         #: the restart bookkeeping this process wrote last per object (see :meth:`_apply`)
         self._books: dict[str, AutoRestartStatus] = {}
+        #: per object: when its current unbroken run of Ready observations began (in memory: a
+        #: new process starts the run again, which only delays clearing a restart count)
+        self._ready_since: dict[str, float] = {}
         self._on_create = OffsetsOnCreate(kube)
         self._missing_plugin: dict[str, str] = {}
         #: the latest check this process launched or read per object (see :meth:`_check`)
@@ -417,7 +421,7 @@ class ConnectorReconciler:
             )
         else:
             conditions.set("Ready", ready.ready, ready.reason, ready.message)
-        if restarts_cleared(spec, ready.ready, book, time.time()):
+        if self._restarts_cleared(obj.uid, spec, ready.ready, book):
             book_raw = self._books[obj.uid] = AutoRestartStatus(count=0, last_restart_time=book_raw.last_restart_time)
         self._report(status, state, book_raw)
         if state is not None:
@@ -427,6 +431,17 @@ class ConnectorReconciler:
             # after the check is launched: the check follows the change, not the end of its watch
             await self._settle(client, connector, spec, watch, feed)
             change_cost.publish(watch, status, emit)
+
+    def _restarts_cleared(self, uid: str, spec: ConnectorSpec, ready: bool, book: RestartBook) -> bool:
+        """Records this observation in the object's run of Ready ones; whether its restart
+        count starts again from 0 (planning.connector.restarts_cleared)."""
+        now = time.time()
+        since = ready_run_start(ready, self._ready_since.get(uid), now)
+        if since is None:
+            self._ready_since.pop(uid, None)
+        else:
+            self._ready_since[uid] = since
+        return restarts_cleared(spec, ready, book, now, since)
 
     async def _planned(
         self,
@@ -815,7 +830,7 @@ class ConnectorReconciler:
     async def delete(self, obj: ConnectorObject, emit: EmitEvent, *, rivals: Sequence[Claim] = ()) -> None:
         """Remove the connector from Connect. A vanished ConnectCluster cannot be reached any
         more, so the finalizer is released with a warning instead of blocking deletion forever."""
-        for memo in (self._last_checks, self._books, self._acted):
+        for memo in (self._last_checks, self._books, self._acted, self._ready_since):
             memo.pop(obj.uid, None)
         self._checks.batches.withdraw(obj.uid)
         try:

@@ -90,15 +90,11 @@ class Direct:
 
     def reset(self, name: str) -> float:
         started = time.perf_counter()
-        self.phases: dict[str, float] = {}
         self.http.put(self.path(name) + "/stop").raise_for_status()
         wait(lambda: self.stopped(name), 60, f"{name} STOPPED", interval=POLL)
-        self.phases["stopped"] = time.perf_counter() - started
         self.http.delete(self.path(name) + "/offsets").raise_for_status()
-        self.phases["offsets deleted"] = time.perf_counter() - started
         self.http.put(self.path(name) + "/resume").raise_for_status()
         wait(lambda: self.running(name), 60, f"{name} RUNNING", interval=POLL)
-        self.phases["running"] = time.perf_counter() - started
         return time.perf_counter() - started
 
 
@@ -186,6 +182,21 @@ def connect_own_seconds(
     return {"stop": stopped - stop, "delete_offsets": delete, "resume": running - resume}
 
 
+class Witness:
+    """Connect's own side of one reset of ``connector``: the worker's request log from now on
+    and a 50 ms observer; :meth:`end` gives the calls it logged and Connect's own seconds."""
+
+    def __init__(self, log: Path, direct: Direct, connector: str) -> None:
+        self._log, self._offset, self._connector = log, log.stat().st_size, connector
+        self._observer = Observer(direct, connector)
+
+    def end(self) -> tuple[list[tuple[str, str, float, float]], dict[str, float]]:
+        self._observer.stop()
+        time.sleep(0.5)  # the worker's log is written by another process
+        requests = connect_requests(self._log, self._offset)
+        return requests, connect_own_seconds(requests, self._observer, self._connector)
+
+
 class Timeline:
     """First sightings (ms from the create call) of each step state and each Connect state."""
 
@@ -261,8 +272,7 @@ def run(bench: Bench, repeat: int, timeline: bool = False) -> dict[str, Any]:
             wait(lambda n=name: direct.running(n) and direct.offsets(n), 120, f"{name} running with offsets", 0.2)
 
         probe = Timeline(bench, direct, ns, f"r{i}", managed) if timeline else None
-        log_offset = worker_log.stat().st_size
-        observer = Observer(direct, managed)
+        witness = Witness(worker_log, direct, managed)
         started = time.perf_counter()
         bench.create(ns, "offsetresets", "OffsetReset", f"r{i}", {"connectorRef": {"name": managed}})
         status = wait(
@@ -275,10 +285,7 @@ def run(bench: Bench, repeat: int, timeline: bool = False) -> dict[str, Any]:
             f"reset r{i}",
         )
         operator_runs.append(time.perf_counter() - started)
-        observer.stop()
-        time.sleep(0.5)  # the worker's log is written by another process
-        requests = connect_requests(worker_log, log_offset)
-        own = connect_own_seconds(requests, observer, managed)
+        requests, own = witness.end()
         connect_own.append(own)
         overheads.append(operator_runs[-1] - sum(own.values()))
         if probe is not None:
@@ -294,18 +301,12 @@ def run(bench: Bench, repeat: int, timeline: bool = False) -> dict[str, Any]:
             raise RuntimeError(f"reset r{i} failed: {status}")
         steps.append(step_seconds(status))
 
-        log_offset = worker_log.stat().st_size
-        observer = Observer(direct, manual)
+        witness = Witness(worker_log, direct, manual)
         baseline_runs.append(direct.reset(manual))
-        observer.stop()
-        time.sleep(0.5)
-        own_direct = connect_own_seconds(connect_requests(worker_log, log_offset), observer, manual)
+        _, own_direct = witness.end()
         direct_overheads.append(baseline_runs[-1] - sum(own_direct.values()))
         if probe is not None:
-            log(
-                "  direct: "
-                + ", ".join(f"{what} at {seconds * 1000:.0f} ms" for what, seconds in direct.phases.items())
-            )
+            log("  direct, Connect's own: " + ", ".join(f"{k} {v:.2f} s" for k, v in own_direct.items()))
         log(
             f"run {i + 1}/{repeat}: operator {operator_runs[-1]:.2f} s, direct {baseline_runs[-1]:.2f} s; "
             f"Connect's own {sum(own.values()):.2f} s ("

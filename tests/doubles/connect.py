@@ -254,12 +254,14 @@ class FakeConnector:
         tasks = []
         for task in self.task_ids():
             failure = self.task_failures.get(task)
-            if failure is not None:
+            if self.down_reads and task in self.down_tasks:
+                # as the worker shows it: RESTARTING until the restart is done, even one that
+                # fails again (4.3 under load: FAILED, RESTARTING for seconds, FAILED)
+                tasks.append(TaskState(task, self.down_state, worker_id, None, self.plugin.version))
+            elif failure is not None:
                 tasks.append(
                     TaskState(task, "FAILED", worker_id, failure.trace.splitlines()[0][:500], self.plugin.version)
                 )
-            elif self.down_reads and task in self.down_tasks:
-                tasks.append(TaskState(task, self.down_state, worker_id, None, self.plugin.version))
             else:
                 state_of_task = "PAUSED" if self.target == "PAUSED" else "RUNNING"
                 tasks.append(TaskState(task, state_of_task, worker_id, None, self.plugin.version))

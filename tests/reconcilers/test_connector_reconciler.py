@@ -439,6 +439,40 @@ async def test_restart_backs_off_then_gives_up(world: World, monkeypatch: pytest
     assert ("Warning", "RestartLimitReached") in world.event_reasons()
 
 
+async def test_a_task_shown_restarting_for_long_is_not_ready_and_never_clears_the_count(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CI29-CI31: on a loaded machine the worker showed the restarted task RESTARTING for seconds
+    before it FAILED again; counted as Ready, that run of looks cleared the count (maxSeconds 2)
+    and the task was restarted again: 4 Restarted Events where maxRestarts said 2."""
+    await created(world, autoRestart={"maxRestarts": 2, "backoff": {"initialSeconds": 1, "maxSeconds": 2}})
+    fake = world.connect.connectors[NAME]
+    world.connect.fail_task(NAME, 0, sticky=True)
+    world.connect.slow_restarts(NAME, 10**6)  # after a restart: RESTARTING until told otherwise
+    second = 0
+    for _ in range(2):
+        before = fake.task_restarts.get(0, 0)
+        while fake.task_restarts.get(0, 0) == before:  # a resync every 3 s until it restarts
+            move_clock(monkeypatch, second)
+            await world.reconcile(periodic=True)
+            second += 3
+        for _ in range(4):  # 12 s of looks at the task RESTARTING
+            move_clock(monkeypatch, second)
+            await world.reconcile(periodic=True)
+            second += 3
+            assert world.status["tasks"][0]["state"] == "RESTARTING"
+            assert world.reasons()["Ready"] == ("False", "TasksNotRunning")
+        fake.down_reads = 0  # and then it has FAILED again
+    for _ in range(4):
+        move_clock(monkeypatch, second)
+        await world.reconcile(periodic=True)
+        second += 3
+    assert fake.task_restarts == {0: 2}
+    assert [e.reason for e in world.events].count("Restarted") == 2
+    assert world.status["autoRestart"]["count"] == 2
+    assert world.reasons()["Ready"] == ("False", "RestartLimitReached")
+
+
 async def test_a_resync_queued_behind_a_restart_does_not_restart_again(world: World) -> None:
     """CI (stop 24): kopf patches the status after the handler returns, outside the per-object
     lock, so a resync timer that waited on the lock reconciles a body from before the restart it

@@ -212,6 +212,14 @@ def test_readiness() -> None:
     assert readiness(s, ObservedConnector(live, "RUNNING", task_count=0)).reason == "NoTasks"
     assert readiness(s, ObservedConnector(live, "RUNNING", (0,), 1)).reason == "TasksFailed"
     assert readiness(s, ObservedConnector(live, "PAUSED", task_count=1)).reason == "StateMismatch"
+    # a task on its way to RUNNING or to FAILED is not Ready yet (CI29-CI31)
+    for unsettled in ("RESTARTING", "UNASSIGNED"):
+        seen = readiness(s, ObservedConnector(live, "RUNNING", task_count=2, unsettled_tasks=((1, unsettled),)))
+        assert (seen.ready, seen.reason, seen.message) == (
+            False,
+            "TasksNotRunning",
+            f"task(s) not RUNNING yet: 1 {unsettled}",
+        )
     stopped = spec(state="stopped")
     assert readiness(stopped, ObservedConnector(live, "STOPPED")).ready
 

@@ -136,6 +136,8 @@ class ObservedConnector:
     failed_tasks: tuple[int, ...] = ()
     task_count: int = 0
     connector_failed: bool = False
+    #: tasks on their way somewhere (UNASSIGNED, RESTARTING, …): (id, state)
+    unsettled_tasks: tuple[tuple[int, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -286,7 +288,11 @@ class Readiness:
 
 
 def readiness(spec: ConnectorSpec, observed: ObservedConnector) -> Readiness:
-    """Ready means Connect holds the desired config and state, and nothing has failed."""
+    """Ready means Connect holds the desired config and state, nothing has failed, and a running
+    connector's tasks are all RUNNING. A task UNASSIGNED or RESTARTING is on its way to RUNNING
+    or to FAILED: counting it Ready cleared the restart count of a task that fails in start()
+    (CI29-CI31: on a loaded machine the worker showed it RESTARTING for seconds after each
+    automatic restart, the count was cleared, and it was restarted again and again)."""
     target = _TARGET[DesiredState(spec.state)]
     if observed.live_config is None or observed.state is None:
         return Readiness(False, "NotCreated", "connector does not exist in Kafka Connect yet")
@@ -300,6 +306,9 @@ def readiness(spec: ConnectorSpec, observed: ObservedConnector) -> Readiness:
             return Readiness(False, "TasksFailed", f"task(s) {ids} FAILED")
         if observed.task_count == 0:
             return Readiness(False, "NoTasks", "running but no task has been started yet")
+        if observed.unsettled_tasks:
+            shown = ", ".join(f"{i} {state}" for i, state in observed.unsettled_tasks[:10])
+            return Readiness(False, "TasksNotRunning", f"task(s) not RUNNING yet: {shown}")
     return Readiness(True, target.capitalize(), f"connector is {target}")
 
 

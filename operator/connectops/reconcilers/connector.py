@@ -50,6 +50,7 @@ from connectops.planning import on_create as on_create_plan
 from connectops.planning.checks import CheckContext, verdict_config_map
 from connectops.planning.connector import (
     FAILED,
+    RUNNING,
     ConnectorPlan,
     Create,
     ObservedConnector,
@@ -162,6 +163,7 @@ def observe(state: ConnectorState | None, live: dict[str, str] | None) -> Observ
         failed_tasks=tuple(t.id for t in state.tasks if t.state == FAILED),
         task_count=len(state.tasks),
         connector_failed=state.state == FAILED,
+        unsettled_tasks=tuple((t.id, t.state) for t in state.tasks if t.state not in (RUNNING, FAILED)),
     )
 
 

@@ -74,6 +74,21 @@ def test_lua_literal_escapes_what_messages_contain() -> None:
     assert out == f"{tricky['message']}|3|true|nil"
 
 
+def test_tasks_on_their_way_are_progressing_failed_ones_degraded() -> None:
+    """Ready=False TasksNotRunning (a task UNASSIGNED or RESTARTING) is a transition, not a fault."""
+
+    def connector(reason: str) -> dict[str, Any]:
+        ready = {"type": "Ready", "status": "False", "reason": reason, "message": "task(s) ..."}
+        return {
+            "metadata": {"name": "c", "generation": 2},
+            "spec": {"state": "running"},
+            "status": {"observedGeneration": 2, "conditions": [ready]},
+        }
+
+    assert health("Connector", connector("TasksNotRunning"))[0] == "Progressing"
+    assert health("Connector", connector("TasksFailed"))[0] == "Degraded"
+
+
 def test_health_of_real_objects(k8s: K8s, connect: ConnectWorker, tmp_path: Path) -> None:
     fresh = k8s.create("connectclusters", "main", connect_cluster_spec(connect), "ConnectCluster")
     assert health("ConnectCluster", fresh)[0] == "Progressing"  # as created: no status yet

@@ -1,7 +1,7 @@
 -- Argo CD health for connectors.connectops.io (Lua 5.1, as Argo CD runs it).
 -- Healthy: Ready=True and running. Suspended: paused or stopped on purpose, or reconciliation
 -- paused by annotation. Progressing: not yet observed, or on its way (not created yet, state
--- changing, no task started, an offset reset holding it, spec.offsets being applied). Degraded: anything else Ready=False
+-- changing, no task started or one not RUNNING yet, an offset reset holding it, spec.offsets being applied). Degraded: anything else Ready=False
 -- says (invalid config, plugin not installed, failed tasks, name conflict, Connect unreachable).
 local hs = { status = "Progressing", message = "Waiting for the operator" }
 local annotations = obj.metadata.annotations
@@ -37,7 +37,7 @@ if ready.status == "True" then
   end
   return hs
 end
-local progressing = { NotCreated = true, StateMismatch = true, NoTasks = true, OffsetResetInProgress = true, WorkerStarting = true, ApplyingOffsets = true }
+local progressing = { NotCreated = true, StateMismatch = true, NoTasks = true, TasksNotRunning = true, OffsetResetInProgress = true, WorkerStarting = true, ApplyingOffsets = true }
 if ready.status == "False" and not progressing[ready.reason] then
   hs.status = "Degraded"
 end

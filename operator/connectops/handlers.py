@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import random
 from collections import defaultdict
@@ -168,6 +167,7 @@ _DRIFT_REASONS = frozenset({"DriftCorrected", "StateDriftCorrected"})
 def connector_claims(body: kopf.Body, **_: Any) -> dict[str, Claim] | None:
     """Every Connector object by the connector it names, across the watched namespaces: kopf
     fills indexes before any handler runs, so no object writes before it can see its rivals."""
+    kopf_fixes.forget_managed_fields(body)
     meta, spec = body.get("metadata") or {}, body.get("spec") or {}
     name = str(meta.get("name") or "")
     claim = claim_of(
@@ -278,7 +278,7 @@ async def connector_resumed(body: kopf.Body, patch: kopf.Patch, retry: int, **kw
 
 
 #: the parts of a Connector its resync reads (the body kopf hands a change handler, less
-#: metadata.managedFields, which neither kopf nor this operator reads)
+#: managedFields); shares the event's dicts rather than copying them
 _RESYNC_PARTS = ("apiVersion", "kind", "metadata", "spec", "status")
 #: resyncs one ConnectCluster's sweep starts before earlier ones finish (each also waits for
 #: its object's lock and one of the PERIODIC_CONCURRENCY slots)
@@ -286,20 +286,12 @@ SWEEP_IN_FLIGHT = 16
 
 
 @kopf.index(GROUP, VERSION, "connectors")
-def connector_bodies(body: kopf.Body, **_: Any) -> dict[str, str] | None:
+def connector_bodies(body: kopf.Body, **_: Any) -> dict[str, dict[str, Any]] | None:
     """Each Connector's latest body by uid, for its resync (see reconcilers.sweep): kopf keeps
     index values current with every watch event, so a resync never acts on a spec older than
-    the one the change handlers saw.
-
-    Kept as compact JSON, decoded when its resync comes (once a period): the decoded body is
-    several times its JSON in Python objects, and it is kept for every Connector."""
-    meta = body.get("metadata") or {}
-    uid = meta.get("uid")
-    if not uid:
-        return None
-    kept = {key: body[key] for key in _RESYNC_PARTS if key in body}
-    kept["metadata"] = {key: value for key, value in meta.items() if key != "managedFields"}
-    return {str(uid): json.dumps(kept, separators=(",", ":"))}
+    the one the change handlers saw."""
+    uid = (body.get("metadata") or {}).get("uid")
+    return {str(uid): {key: body[key] for key in _RESYNC_PARTS if key in body}} if uid else None
 
 
 @kopf.index(GROUP, VERSION, "connectors")
@@ -312,7 +304,7 @@ def connectors_by_cluster(body: kopf.Body, **_: Any) -> dict[tuple[str, str], st
     return {(str(meta.get("namespace") or ""), str(name)): str(meta["uid"])}
 
 
-async def _resync_connector(uid: str, latest: Callable[[str], str | None], claims: ClaimIndex) -> None:
+async def _resync_connector(uid: str, latest: Callable[[str], dict[str, Any] | None], claims: ClaimIndex) -> None:
     """One Connector's periodic reconcile, outside kopf's handler machinery. Its body is looked
     up once the object's lock is held, and its status written before the lock is let go, so a
     change handler or reset that held the object just before is never undone by a body read
@@ -321,8 +313,7 @@ async def _resync_connector(uid: str, latest: Callable[[str], str | None], claim
     if latest(uid) is None:
         return  # deleted since the pass began: its lock was dropped with it, do not make a new one
     async with rt.locks[uid]:
-        kept = latest(uid)
-        stored: dict[str, Any] | None = None if kept is None else json.loads(kept)
+        stored = latest(uid)
         if stored is None or (stored.get("metadata") or {}).get("deletionTimestamp"):
             return  # gone, or its delete handler's now
         body = kopf.Body(cast(kopf.RawBody, stored))
@@ -341,11 +332,11 @@ async def _resync_connector(uid: str, latest: Callable[[str], str | None], claim
 async def connector_sweep(body: kopf.Body, stopped: kopf.DaemonStopped, **kwargs: Any) -> None:
     """The resync of every Connector of this ConnectCluster, paced across the period."""
     key = (body["metadata"]["namespace"], body["metadata"]["name"])
-    bodies: kopf.Index[str, str] = kwargs["connector_bodies"]
+    bodies: kopf.Index[str, dict[str, Any]] = kwargs["connector_bodies"]
     members: kopf.Index[tuple[str, str], str] = kwargs["connectors_by_cluster"]
     claims = _claims(kwargs)
 
-    def latest(uid: str) -> str | None:
+    def latest(uid: str) -> dict[str, Any] | None:
         return next(iter(bodies.get(uid, [])), None)
 
     async def resync(uid: str) -> None:

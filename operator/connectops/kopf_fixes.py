@@ -82,3 +82,21 @@ def install() -> bool:
     cls.drop_toggles = _drop_toggles
     setattr(cls, _MARK, True)
     return True
+
+
+def forget_managed_fields(body: Any) -> None:
+    """Drop ``metadata.managedFields`` from the event body kopf keeps for the object.
+
+    Each Connector's latest body is kept for its resync (the ``connector_bodies`` index, which
+    shares the event's dicts), the whole decoded JSON: about a third of a Connector's is
+    managedFields (1 of 3 KB), which neither kopf nor this operator reads (server-side apply's
+    field ownership is the API server's; GitOps tools read it from the server). Called from the
+    claims index on every event; the metadata dict is the same one the kept body holds, so the
+    trimmed copy is the kept one. Reaches into kopf's view for its source dict; if that ever is
+    not a plain dict, nothing is dropped.
+    """
+    source = getattr(body, "_src", None)
+    if isinstance(source, dict):
+        metadata = source.get("metadata")
+        if isinstance(metadata, dict):
+            metadata.pop("managedFields", None)

@@ -116,3 +116,28 @@ def test_install_is_idempotent() -> None:
     first = aiotoggles.ToggleSet.make_toggle
     assert kopf_fixes.install()
     assert aiotoggles.ToggleSet.make_toggle is first
+
+
+def test_the_kept_body_loses_managed_fields_only() -> None:
+    """The body kopf keeps for a Connector's timer is the raw event dict behind its view: the
+    trim must reach it (if kopf's view stops exposing it, this fails and the trim is a no-op)."""
+    import kopf
+
+    raw: dict[str, Any] = {
+        "apiVersion": "connectops.io/v1alpha1",
+        "kind": "Connector",
+        "metadata": {
+            "name": "c",
+            "namespace": "ns",
+            "uid": "u",
+            "annotations": {"a": "b"},
+            "managedFields": [{"manager": "kubectl", "fieldsV1": {"f:spec": {}}}],
+        },
+        "spec": {"class": "X"},
+    }
+    body = kopf.Body(raw)
+    kopf_fixes.forget_managed_fields(body)
+    assert "managedFields" not in raw["metadata"]
+    assert raw["metadata"] == {"name": "c", "namespace": "ns", "uid": "u", "annotations": {"a": "b"}}
+    assert body["spec"] == {"class": "X"}
+    kopf_fixes.forget_managed_fields({"metadata": "not a dict"})  # anything else: left alone

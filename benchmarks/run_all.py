@@ -166,6 +166,21 @@ def report(results: Path) -> tuple[str, dict[str, Any]]:
                 met(f["peak_rss_mib"] < 300 and top["rss_mib"] < 300),
             ]
         )
+    if rs := load(results, "restart_10k"):
+        # restart_bench.py --connectors 10000 --connect-heap 2g --baseline REV (its own command)
+        hygiene(rs)
+        cur, base = rs["current"], rs["baseline"]
+        rows.append(
+            [
+                f"Operator restart with {rs['connectors']:,} Connectors, this code vs {rs['baseline_revision']} "
+                "side by side (seconds to every one reconciled; RSS then)",
+                "report",
+                f"{cur['seconds']:.1f} vs {base['seconds']:.1f} s; RSS {cur['rss_mib']:.0f} vs "
+                f"{base['rss_mib']:.0f} MiB (peak {cur['peak_rss_mib']:.0f} vs {base['peak_rss_mib']:.0f})",
+                f"{rs['ratio_seconds']:.2f}x time, {rs['ratio_rss']:.2f}x RSS",
+                "n/a",
+            ]
+        )
     if bm := load(results, "burst_memory"):
         hygiene(bm)
         after, peak = bm["rss_after_settle_mib"], bm["peak_rss_mib"]

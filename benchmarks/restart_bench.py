@@ -1,0 +1,133 @@
+"""Benchmark: the operator's restart with N Connectors, this code vs a baseline revision, side by side.
+
+One population (N Connector CRs, each a stopped FileStreamSourceConnector in a standalone worker,
+created through the operator of this tree and Ready), then the operator is restarted again and
+again, alternating between this tree's code and the baseline's (``git archive`` of
+``--baseline`` into a temporary directory, first on ``PYTHONPATH``; same CRDs, same servers,
+same objects). Each restart is timed from the process start until it has reconciled every
+Connector (``connectops_reconciles_total``, asked for that counter only), and its RSS (VmRSS)
+then and its peak (VmHWM) are read. The ratio is this tree over the baseline, medians of the
+rounds. Whatever the machine, both sides meet the same worker, API server and objects.
+
+    .venv/bin/python benchmarks/restart_bench.py --connectors 10000 --connect-heap 2g --baseline 2c1dd2a
+    .venv/bin/python benchmarks/restart_bench.py --smoke          # 20 Connectors, one round (CI)
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from apply_bench import Connect, populate
+from harness import ROOT, Bench, bench_env, free_port, log, reconciled, rss_mib, table, vm_hwm_mib, wait, write_result
+
+
+def baseline_tree(revision: str, into: Path) -> Path:
+    """The baseline's ``operator/`` package tree, extracted from git; the path to put first."""
+    archive = into / "baseline.tar"
+    subprocess.run(
+        ["git", "-C", str(ROOT), "archive", "--format=tar", "-o", str(archive), revision, "operator"], check=True
+    )
+    with tarfile.open(archive) as tar:
+        tar.extractall(into, filter="data")
+    return into / "operator"
+
+
+def restart(bench: Bench, ns: str, count: int, pythonpath: str | None) -> dict[str, float]:
+    """One operator start from cold; seconds until every Connector was reconciled, RSS then."""
+    operator = bench.operator([ns])
+    port = free_port()
+    started = time.perf_counter()
+    operator.start(extra_env={"PYTHONPATH": pythonpath} if pythonpath else {}, args=["--metrics-port", str(port)])
+    try:
+        wait(lambda: reconciled(port) >= count, 900, "every Connector reconciled", interval=0.2)
+        seconds = time.perf_counter() - started
+        return {"seconds": seconds, "rss_mib": rss_mib(operator.pid), "peak_rss_mib": vm_hwm_mib(operator.pid)}
+    finally:
+        operator.stop()
+
+
+def run(bench: Bench, count: int, rounds: int, revision: str) -> dict[str, Any]:
+    ns = bench.namespace("bench-restart")
+    connect = Connect(bench.env.connect.url)
+    bench.cluster(ns)
+    creator = bench.operator([ns])
+    creator.start()
+    names = [f"pop-{i:05d}" for i in range(count)]
+    populate_seconds = populate(bench, ns, connect, names)
+    creator.stop()
+    log(f"{count} Connectors Ready in {populate_seconds:.1f} s")
+    with tempfile.TemporaryDirectory(prefix="restart-baseline-") as tmp:
+        baseline = str(baseline_tree(revision, Path(tmp)))
+        sides: dict[str, list[dict[str, float]]] = {"current": [], "baseline": []}
+        for i in range(rounds):
+            order = [("current", None), ("baseline", baseline)]
+            for side, path in order if i % 2 == 0 else reversed(order):
+                sides[side].append(restart(bench, ns, count, path))
+                got = sides[side][-1]
+                log(f"round {i + 1} {side}: {got['seconds']:.1f} s, RSS {got['rss_mib']:.0f} MiB")
+
+    def median(side: str, key: str) -> float:
+        return statistics.median(r[key] for r in sides[side])
+
+    measured = {
+        side: {key: median(side, key) for key in ("seconds", "rss_mib", "peak_rss_mib")} | {"runs": sides[side]}
+        for side in sides
+    }
+    return {
+        "connectors": count,
+        "rounds": rounds,
+        "baseline_revision": subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "--short", revision], capture_output=True, text=True, check=True
+        ).stdout.strip(),
+        "current_revision": subprocess.run(
+            ["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True, text=True, check=True
+        ).stdout.strip(),
+        "populate_seconds": populate_seconds,
+        **measured,
+        "ratio_seconds": measured["current"]["seconds"] / measured["baseline"]["seconds"],
+        "ratio_rss": measured["current"]["rss_mib"] / measured["baseline"]["rss_mib"],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--connectors", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--baseline", default="HEAD~1", help="git revision to compare with (default HEAD~1)")
+    parser.add_argument("--connect-heap", default="512m", help="the worker's -Xmx (10,000 connectors need 2g)")
+    parser.add_argument("--smoke", action="store_true", help="20 Connectors, one round (CI)")
+    parser.add_argument("--output", type=Path)
+    parser.add_argument("--keep", action="store_true")
+    args = parser.parse_args(argv)
+    count, rounds = (20, 1) if args.smoke else (args.connectors, args.rounds)
+    with bench_env(keep=args.keep, standalone_connect=True, connect_heap=args.connect_heap) as bench:
+        result = run(bench, count, rounds, args.baseline)
+        result["hygiene"] = bench.hygiene()
+    write_result("restart", result, args.output)
+    print(
+        table(
+            ["code", "restart s", "RSS MiB", "peak RSS MiB"],
+            [
+                [
+                    f"{side} ({result[f'{side}_revision']})",
+                    result[side]["seconds"],
+                    result[side]["rss_mib"],
+                    result[side]["peak_rss_mib"],
+                ]
+                for side in ("current", "baseline")
+            ],
+        )
+    )
+    print(f"{count} Connectors: restart {result['ratio_seconds']:.2f}x, RSS {result['ratio_rss']:.2f}x the baseline's")
+    return 1 if result["hygiene"]["hits"] else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

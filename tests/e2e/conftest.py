@@ -36,6 +36,11 @@ OPERATOR_ENV = {
     # chart's cap of 4 the session's first four batches would hold every later test's check
     # back for their 30-minute timeout (CI28). The cap itself: test_check_batches, the bench.
     "CONNECTOPS_CHECK_MAX_RUNNING": "10000",
+    # a check is requested once its change has settled (every task RUNNING, so that it judges a
+    # running connector); the window counts from the first request. Two sinks made together on
+    # a loaded CI machine came up more than the default 5 s apart (CI32: two applications where
+    # test_check_runs_after_each_change_and_reports wants one), so the e2e window is wider
+    "CONNECTOPS_CHECK_BATCH_WINDOW_SECONDS": "10",
 }
 
 

@@ -10,7 +10,7 @@ then and its peak (VmHWM) are read. The ratio is this tree over the baseline, me
 rounds. Whatever the machine, both sides meet the same worker, API server and objects.
 
     .venv/bin/python benchmarks/restart_bench.py --connectors 10000 --connect-heap 2g --baseline 2c1dd2a
-    .venv/bin/python benchmarks/restart_bench.py --smoke          # 20 Connectors, one round (CI)
+    .venv/bin/python benchmarks/restart_bench.py --smoke          # 20 Connectors, one round (~40 s; not in CI)
 """
 
 from __future__ import annotations
@@ -28,12 +28,14 @@ from apply_bench import Connect, populate
 from harness import ROOT, Bench, bench_env, free_port, log, reconciled, rss_mib, table, vm_hwm_mib, wait, write_result
 
 
+def _git(*args: str) -> str:
+    return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=True).stdout.strip()
+
+
 def baseline_tree(revision: str, into: Path) -> Path:
     """The baseline's ``operator/`` package tree, extracted from git; the path to put first."""
     archive = into / "baseline.tar"
-    subprocess.run(
-        ["git", "-C", str(ROOT), "archive", "--format=tar", "-o", str(archive), revision, "operator"], check=True
-    )
+    _git("archive", "--format=tar", "-o", str(archive), revision, "operator")
     with tarfile.open(archive) as tar:
         tar.extractall(into, filter="data")
     return into / "operator"
@@ -83,12 +85,8 @@ def run(bench: Bench, count: int, rounds: int, revision: str) -> dict[str, Any]:
     return {
         "connectors": count,
         "rounds": rounds,
-        "baseline_revision": subprocess.run(
-            ["git", "-C", str(ROOT), "rev-parse", "--short", revision], capture_output=True, text=True, check=True
-        ).stdout.strip(),
-        "current_revision": subprocess.run(
-            ["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True, text=True, check=True
-        ).stdout.strip(),
+        "baseline_revision": _git("rev-parse", "--short", revision),
+        "current_revision": _git("describe", "--always", "--dirty"),
         "populate_seconds": populate_seconds,
         **measured,
         "ratio_seconds": measured["current"]["seconds"] / measured["baseline"]["seconds"],
@@ -102,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--baseline", default="HEAD~1", help="git revision to compare with (default HEAD~1)")
     parser.add_argument("--connect-heap", default="512m", help="the worker's -Xmx (10,000 connectors need 2g)")
-    parser.add_argument("--smoke", action="store_true", help="20 Connectors, one round (CI)")
+    parser.add_argument("--smoke", action="store_true", help="20 Connectors, one round (~40 s)")
     parser.add_argument("--output", type=Path)
     parser.add_argument("--keep", action="store_true")
     args = parser.parse_args(argv)

@@ -450,23 +450,24 @@ async def test_a_task_shown_restarting_for_long_is_not_ready_and_never_clears_th
     world.connect.fail_task(NAME, 0, sticky=True)
     world.connect.slow_restarts(NAME, 10**6)  # after a restart: RESTARTING until told otherwise
     second = 0
+
+    async def resync() -> None:  # one every 3 s
+        nonlocal second
+        move_clock(monkeypatch, second)
+        await world.reconcile(periodic=True)
+        second += 3
+
     for _ in range(2):
         before = fake.task_restarts.get(0, 0)
-        while fake.task_restarts.get(0, 0) == before:  # a resync every 3 s until it restarts
-            move_clock(monkeypatch, second)
-            await world.reconcile(periodic=True)
-            second += 3
+        while fake.task_restarts.get(0, 0) == before:  # until it restarts
+            await resync()
         for _ in range(4):  # 12 s of looks at the task RESTARTING
-            move_clock(monkeypatch, second)
-            await world.reconcile(periodic=True)
-            second += 3
+            await resync()
             assert world.status["tasks"][0]["state"] == "RESTARTING"
             assert world.reasons()["Ready"] == ("False", "TasksNotRunning")
         fake.down_reads = 0  # and then it has FAILED again
     for _ in range(4):
-        move_clock(monkeypatch, second)
-        await world.reconcile(periodic=True)
-        second += 3
+        await resync()
     assert fake.task_restarts == {0: 2}
     assert [e.reason for e in world.events].count("Restarted") == 2
     assert world.status["autoRestart"]["count"] == 2

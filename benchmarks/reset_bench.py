@@ -19,7 +19,8 @@ different timings: a FileStreamSource task's stop and start vary by a few hundre
 to run): the worker's own request log says when each of the operator's calls reached it and how
 long it took to answer (no proxy in between: a Python hop costs the operator more than its
 overhead), and an observer polls the managed connector's status every 50 ms during the reset.
-Connect's own time is (PUT /stop received -> first observed STOPPED with no tasks) + (DELETE
+Connect's own time is (PUT /stop received -> first observed STOPPED with no tasks, or the DELETE's
+arrival if that came first: its caller saw STOPPED) + (DELETE
 /offsets answered) + (PUT /resume received -> first observed RUNNING with every task RUNNING);
 operator overhead = create call -> Succeeded seen, minus that. Target: < 0.1 s (issue 17), median of the runs.
 
@@ -77,12 +78,7 @@ class Direct:
 
     def running(self, name: str) -> bool:
         s = self.status(name)
-        return bool(
-            s
-            and s["connector"]["state"] == "RUNNING"
-            and s["tasks"]
-            and all(t["state"] == "RUNNING" for t in s["tasks"])
-        )
+        return bool(s and running(s["connector"]["state"], [t["state"] for t in s["tasks"]]))
 
     def stopped(self, name: str) -> bool:
         s = self.status(name)
@@ -108,6 +104,10 @@ def step_seconds(status: dict[str, Any]) -> dict[str, float]:
     return out
 
 
+def running(state: str, tasks: list[str]) -> bool:
+    return state == "RUNNING" and bool(tasks) and all(t == "RUNNING" for t in tasks)
+
+
 class Observer:
     """Polls one connector's Connect status every 50 ms (as the baseline does): each sample is
     (sent, answered, state, task states), wall clock."""
@@ -131,11 +131,16 @@ class Observer:
         self._stop.set()
         self._thread.join()
 
-    def first(self, after: float, ok: Any) -> float:
+    def seen_running_since(self, after: float) -> bool:
+        return any(sent >= after and running(state, tasks) for sent, _, state, tasks in list(self.samples))
+
+    def first(self, after: float, ok: Any, default: float | None = None) -> float:
         """When the first sample sent after ``after`` that satisfies ``ok`` was answered."""
         for sent, answered, state, tasks in self.samples:
             if sent >= after and ok(state, tasks):
                 return answered
+        if default is not None:
+            return default
         raise RuntimeError(f"no sample after {after} satisfied the check")
 
 
@@ -174,12 +179,16 @@ def connect_own_seconds(
             raise RuntimeError(f"expected one {method} {path + suffix} in the worker's log, found {len(matches)}")
         return matches[0]
 
-    (stop, _), (_, delete), (resume, _) = call("PUT", "/stop"), call("DELETE", "/offsets"), call("PUT", "/resume")
-    stopped = observer.first(stop, lambda state, tasks: state == "STOPPED" and not tasks)
-    running = observer.first(
-        resume, lambda state, tasks: state == "RUNNING" and tasks and all(t == "RUNNING" for t in tasks)
+    (stop, _), (delete_at, delete), (resume, _) = (
+        call("PUT", "/stop"),
+        call("DELETE", "/offsets"),
+        call("PUT", "/resume"),
     )
-    return {"stop": stopped - stop, "delete_offsets": delete, "resume": running - resume}
+    # The DELETE is sent only once its caller saw STOPPED, so it bounds the moment from above
+    # when the stopped spell fell between two of the observer's samples.
+    stopped = min(observer.first(stop, lambda state, tasks: state == "STOPPED" and not tasks, delete_at), delete_at)
+    running_at = observer.first(resume, running)
+    return {"stop": stopped - stop, "delete_offsets": delete, "resume": running_at - resume}
 
 
 class Witness:
@@ -191,6 +200,12 @@ class Witness:
         self._observer = Observer(direct, connector)
 
     def end(self) -> tuple[list[tuple[str, str, float, float]], dict[str, float]]:
+        # The caller saw RUNNING with its own poll; the observer's last sample may have been sent
+        # just before that (CI: "no sample after <resume> satisfied the check"). It runs until one
+        # of its own samples, sent from now on, sees RUNNING too, so the first one after the
+        # resume exists.
+        now = time.time()
+        wait(lambda: self._observer.seen_running_since(now), 30, "the observer seeing RUNNING", interval=POLL)
         self._observer.stop()
         time.sleep(0.5)  # the worker's log is written by another process
         requests = connect_requests(self._log, self._offset)

@@ -1,13 +1,14 @@
-"""Lag, Burrow status and balance as Spark DataFrame transformations.
+"""Lag, Burrow status, time lag and rates as Spark DataFrame transformations.
 
-Why ~500 lines in one module: it is the whole Spark side of the job, kept beside its
+Why ~450 lines in one module: it is the whole Spark side of the job, kept beside its
 definitions (this docstring), which ``reference`` follows step by step in pandas.
 
 Every per-partition computation is a window function or an aggregation keyed by
-``(topic, partition)``; nothing loops over partitions in Python, so the work scales with
-partitions x samples across executors. Only bounded summaries (top N lists, per-topic stats,
-per-member counts) come back to the driver. ``reference`` computes the same numbers with
-pandas; tests hold the two equal.
+``(topic, partition)``, over one shuffle and sort of the samples; nothing loops over
+partitions in Python, so the work scales with partitions x samples across executors. One
+action brings back one row per partition and the lag series, as Arrow; ``summaries`` reduces
+them on the driver to the bounded figures (top N lists, per-topic stats, per-member counts).
+``reference`` computes the same numbers with pandas; tests hold the two equal.
 
 Lag
     ``lag = max(log_end - position, 0)`` per partition per sample, where ``position`` is the
@@ -44,7 +45,7 @@ Burrow status (linkedin/Burrow ``core/internal/evaluator/caching.go`` at ced55ba
 
     Where this differs from Burrow: Kafka does not return commit times with the committed
     offsets, and the collection only knows what it sampled, so "commit time" is derived
-    (``commit_ring``). A partition whose owner is alive (a group member, or MM2 task, holding
+    (``partition_table``). A partition whose owner is alive (a group member, or MM2 task, holding
     it, whose Connect task is RUNNING) is taken to commit at every sample: its commit times
     are the sample times, so it can STALL but never STOP. Otherwise a commit time is the first
     sample at which the current offset was seen, because nothing re-commits an unchanged
@@ -67,31 +68,45 @@ Traffic and balance
 
 from __future__ import annotations
 
-from typing import Any
+import math
 
+import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from connectops_check import summaries
 from connectops_check.frames import Tables
-from connectops_check.results import (
-    SEVERITY,
-    LagBasis,
-    MemberLoad,
-    MetricResults,
-    PartitionLag,
-    PartitionStatus,
-    TopicLag,
-    TrafficStats,
-)
+from connectops_check.results import LagBasis, MetricResults, PartitionStatus
 
 TP = ["topic", "partition"]
-ALL_TOPICS = "*"
+#: the lag's basis travels as its index here: a string in the per-partition aggregation's
+#: buffer makes Spark fall back from its generated hash aggregation to a sort-based one
+BASES = list(LagBasis)
+
+
+#: Spark's default Arrow batch (``spark.sql.execution.arrow.maxRecordsPerBatch``)
+ARROW_BATCH_ROWS_FLOOR = 10_000
+BATCH_SIZE_CONF = "spark.sql.execution.arrow.maxRecordsPerBatch"
 
 
 def load(spark: SparkSession, tables: Tables) -> dict[str, DataFrame]:
-    """Spark DataFrames straight from the Arrow tables (no pandas, no Python rows)."""
+    """Spark DataFrames straight from the Arrow tables (no pandas, no Python rows).
+
+    Each Arrow batch becomes one Spark partition, and Spark's default batch (10,000 rows) cut
+    a million samples into 100 tasks on two cores: every stage before the shuffle paid 100
+    tasks' overhead (measured: the window pass at 100,000 partitions 1.9 s, 0.8 s with 5).
+    The samples are cut into two batches per core instead, never smaller than the default.
+    """
+    slices = 2 * max(spark.sparkContext.defaultParallelism, 1)
+    rows = max(ARROW_BATCH_ROWS_FLOOR, math.ceil(tables.samples.num_rows / slices))
+    previous = spark.conf.get(BATCH_SIZE_CONF, str(ARROW_BATCH_ROWS_FLOOR))
+    spark.conf.set(BATCH_SIZE_CONF, str(rows))
+    try:
+        samples = spark.createDataFrame(tables.samples)
+    finally:
+        spark.conf.set(BATCH_SIZE_CONF, previous or str(ARROW_BATCH_ROWS_FLOOR))
     return {
-        "samples": spark.createDataFrame(tables.samples),
+        "samples": samples,
         "window_start": spark.createDataFrame(tables.window_start),
         "assignments": spark.createDataFrame(tables.assignments),
         "members": spark.createDataFrame(tables.members),
@@ -103,10 +118,10 @@ def with_lag(samples: DataFrame, window_start: DataFrame) -> DataFrame:
     and ``basis`` to every (partition, sample) row."""
     pos, log_start, ws = F.col("position"), F.col("log_start"), F.col("ws_offset")
     basis = (
-        F.when(pos.isNotNull(), LagBasis.COMMITTED.value)
-        .when(log_start.isNotNull(), LagBasis.EARLIEST.value)
-        .when(ws.isNotNull(), LagBasis.WINDOW_START.value)
-        .otherwise(LagBasis.OFFSET_ZERO.value)
+        F.when(pos.isNotNull(), BASES.index(LagBasis.COMMITTED))
+        .when(log_start.isNotNull(), BASES.index(LagBasis.EARLIEST))
+        .when(ws.isNotNull(), BASES.index(LagBasis.WINDOW_START))
+        .otherwise(BASES.index(LagBasis.OFFSET_ZERO))
     )
     start = F.coalesce(pos, log_start, ws, F.lit(0).cast("long"))
     return (
@@ -126,32 +141,77 @@ def live_owners(assignments: DataFrame, members: DataFrame) -> DataFrame:
     )
 
 
-def commit_ring(lagged: DataFrame, owners: DataFrame, n_samples: int, window: int) -> DataFrame:
-    """Burrow's ring of offset commits, derived from the samples: ``(topic, partition, slot,
-    offset, ts_ms, lag)``, one row per sample of the last ``window`` that holds a position.
+def _ring_window(order: str) -> list[Column]:
+    """Burrow's per-entry comparisons as window columns over rows where ``entry`` marks the
+    ring's commits (other rows, samples outside the ring or broker offsets, sit between them
+    and are skipped): ``prev_off`` (the previous entry's offset), ``prev_lag`` (the previous
+    entry's non-nil lag) and ``suffix_max`` (the highest entry offset from this row on).
 
-    The commit time is derived (see the module docstring): the sample time for a partition a
-    live member holds, else the first sample at which the current offset was seen.
+    None reads another window column, so Spark evaluates them, and ``partition_table``'s own,
+    in one Window operator over one sort: each extra operator re-buffers every row.
     """
-    w = Window.partitionBy(*TP).orderBy("sample_idx")
-    pos, ts = F.col("position"), F.col("ts_ms")
-    prev_row_pos = F.lag(pos).over(w)
-    changed = pos.isNotNull() & (prev_row_pos.isNull() | (pos != prev_row_pos))
-    live = F.coalesce(F.col("live"), F.lit(False))
-    rows = lagged.join(F.broadcast(owners), TP, "left").withColumn("run_start", F.max(F.when(changed, ts)).over(w))
-    entry = (F.col("sample_idx") >= F.lit(max(n_samples - window, 0))) & pos.isNotNull()
-    return rows.filter(entry).select(
-        *TP,
-        F.col("sample_idx").alias("slot"),
-        pos.alias("offset"),
-        F.when(live, ts).otherwise(F.col("run_start")).alias("ts_ms"),
-        F.col("lag"),
+    w = Window.partitionBy(*TP).orderBy(order)
+    before = w.rowsBetween(Window.unboundedPreceding, -1)
+    after = w.rowsBetween(Window.currentRow, Window.unboundedFollowing)
+    entry = F.col("entry")
+    off = F.when(entry, F.col("offset"))
+    return [
+        F.when(entry, F.last(off, ignorenulls=True).over(before)).alias("prev_off"),
+        F.when(entry, F.last(F.when(entry, F.col("lag")), ignorenulls=True).over(before)).alias("prev_lag"),
+        F.max(off).over(after).alias("suffix_max"),
+    ]
+
+
+def _ring_aggregates(order: str, allowed_lag: int) -> list[Column]:
+    """What Burrow's rules read of a ring, aggregated over ``_ring_window``'s rows (the first
+    and last entry's commit times, ``first_commit_ts`` and ``last_commit_ts``, are the
+    caller's: they are derived differently from samples)."""
+    entry = F.col("entry")
+    slot = F.when(entry, F.col(order))
+    off = F.when(entry, F.col("offset"))
+    lag = F.col("lag")
+    # the first drop: everything REWIND needs is read at its row
+    rewind_slot = F.when(entry & (F.col("offset") < F.col("prev_off")), F.col(order))
+
+    def any_of(cond: Column) -> Column:
+        return F.coalesce(F.bool_or(cond), F.lit(False))
+
+    return [
+        F.count(slot).alias("n_entries"),
+        F.max_by("offset", slot).alias("last_off"),
+        F.min(off).alias("min_off"),
+        F.max(off).alias("max_off"),
+        any_of(entry & (lag <= F.lit(allowed_lag))).alias("lag_allowed_seen"),
+        any_of(entry & (lag < F.col("prev_lag"))).alias("lag_decreased"),
+        F.min(rewind_slot).alias("rewind_slot"),
+        F.min_by("prev_off", rewind_slot).alias("before_rewind"),
+        F.min_by("suffix_max", rewind_slot).alias("after_rewind_max"),
+        F.min("broker_le").alias("min_broker"),
+    ]
+
+
+def _status(
+    current_lag: Column, now_ms: int, window: int, allowed_lag: int, minimum_complete: float
+) -> tuple[Column, Column]:
+    """Burrow's status and ``complete`` from ``_ring_aggregates``' columns (null when a
+    partition has no ring rows at all)."""
+    n = F.coalesce(F.col("n_entries"), F.lit(0))
+    complete = n / F.lit(float(window))
+    last_ts, first_ts = F.col("last_commit_ts"), F.col("first_commit_ts")
+    stopped = (F.lit(now_ms) - last_ts) > (last_ts - first_ts)
+    recent_lag_zero = F.coalesce(F.col("min_broker") <= F.col("last_off"), F.lit(False))
+    unrecovered = F.col("rewind_slot").isNotNull() & ~(F.col("after_rewind_max") >= F.col("before_rewind"))
+    always_lagging = ~F.col("lag_allowed_seen")
+    status = (
+        F.when((n == 0) | (complete < F.lit(minimum_complete)), PartitionStatus.OK.value)
+        .when(current_lag <= F.lit(allowed_lag), PartitionStatus.OK.value)
+        .when(stopped & ~recent_lag_zero, PartitionStatus.STOP.value)
+        .when(unrecovered, PartitionStatus.REWIND.value)
+        .when(always_lagging & (F.col("min_off") == F.col("max_off")), PartitionStatus.STALL.value)
+        .when(always_lagging & ~F.col("lag_decreased"), PartitionStatus.WARN.value)
+        .otherwise(PartitionStatus.OK.value)
     )
-
-
-def broker_ring(lagged: DataFrame, n_samples: int, window: int) -> DataFrame:
-    """Burrow's ring of broker log-end offsets: the last ``window`` samples' ``(topic, partition, log_end)``."""
-    return lagged.filter(F.col("sample_idx") >= F.lit(max(n_samples - window, 0))).select(*TP, "log_end")
+    return status, complete
 
 
 def burrow_status(
@@ -163,57 +223,47 @@ def burrow_status(
     allowed_lag: int = 0,
     minimum_complete: float = 0.0,
 ) -> DataFrame:
-    """Burrow's ``evaluatePartitionStatus`` + ``calculatePartitionStatus`` for every partition.
+    """Burrow's ``evaluatePartitionStatus`` + ``calculatePartitionStatus`` for every partition,
+    on explicit rings (Burrow's own test table runs through this), by the same window and
+    aggregations ``partition_table`` applies to the samples.
 
     ``entries``: ``(topic, partition, slot, offset, ts_ms, lag)`` commits in ring order (``lag``
     may be null, skipped as Burrow skips nil lags); ``broker``: ``(topic, partition,
     log_end)``; ``current``: ``(topic, partition, current_lag)``, one row per partition to
     judge. Returns ``(topic, partition, status, complete)`` for every row of ``current``.
     """
-    w = Window.partitionBy(*TP).orderBy("slot")
-    w_all = w.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
-    w_before = w.rowsBetween(Window.unboundedPreceding, -1)
-    off, lag, ts, slot = F.col("offset"), F.col("lag"), F.col("ts_ms"), F.col("slot")
-    rows = entries.withColumn("prev_off", F.lag(off).over(w)).withColumn(
-        "prev_lag", F.last(lag, ignorenulls=True).over(w_before)
+    none = F.lit(None).cast("long")
+    commits = entries.select(
+        *TP,
+        F.col("slot").cast("long").alias("slot"),
+        F.lit(True).alias("entry"),
+        F.col("offset").cast("long").alias("offset"),
+        F.col("ts_ms").cast("long").alias("commit_ts"),
+        F.col("lag").cast("long").alias("lag"),
+        none.alias("broker_le"),
     )
-    rows = rows.withColumn("rewind_slot", F.min(F.when(off < F.col("prev_off"), slot)).over(w_all))
-
-    def any_of(cond: Column) -> Column:
-        return F.coalesce(F.bool_or(cond), F.lit(False))
-
-    ring = rows.groupBy(*TP).agg(
-        F.count(F.lit(1)).alias("n_entries"),
-        F.min_by(ts, slot).alias("first_ts"),
-        F.max_by(ts, slot).alias("last_ts"),
-        F.max_by(off, slot).alias("last_off"),
-        F.min(off).alias("min_off"),
-        F.max(off).alias("max_off"),
-        any_of(lag <= F.lit(allowed_lag)).alias("lag_allowed_seen"),
-        any_of(lag < F.col("prev_lag")).alias("lag_decreased"),
-        F.max("rewind_slot").alias("rewind_slot"),
-        F.max(F.when(slot == F.col("rewind_slot"), F.col("prev_off"))).alias("before_rewind"),
-        F.max(F.when(slot >= F.col("rewind_slot"), off)).alias("after_rewind_max"),
+    offsets = broker.select(
+        *TP,
+        F.lit(-1).cast("long").alias("slot"),
+        F.lit(False).alias("entry"),
+        none.alias("offset"),
+        none.alias("commit_ts"),
+        none.alias("lag"),
+        F.col("log_end").cast("long").alias("broker_le"),
     )
-    lowest_broker = broker.groupBy(*TP).agg(F.min("log_end").alias("min_broker"))
-    judged = current.join(ring, TP, "left").join(lowest_broker, TP, "left")
-    n = F.coalesce(F.col("n_entries"), F.lit(0))
-    complete = n / F.lit(float(window))
-    last_ts, first_ts = F.col("last_ts"), F.col("first_ts")
-    stopped = (F.lit(now_ms) - last_ts) > (last_ts - first_ts)
-    recent_lag_zero = F.coalesce(F.col("min_broker") <= F.col("last_off"), F.lit(False))
-    unrecovered = F.col("rewind_slot").isNotNull() & ~(F.col("after_rewind_max") >= F.col("before_rewind"))
-    always_lagging = ~F.col("lag_allowed_seen")
-    status = (
-        F.when((n == 0) | (complete < F.lit(minimum_complete)), PartitionStatus.OK.value)
-        .when(F.col("current_lag") <= F.lit(allowed_lag), PartitionStatus.OK.value)
-        .when(stopped & ~recent_lag_zero, PartitionStatus.STOP.value)
-        .when(unrecovered, PartitionStatus.REWIND.value)
-        .when(always_lagging & (F.col("min_off") == F.col("max_off")), PartitionStatus.STALL.value)
-        .when(always_lagging & ~F.col("lag_decreased"), PartitionStatus.WARN.value)
-        .otherwise(PartitionStatus.OK.value)
+    slot = F.when(F.col("entry"), F.col("slot"))
+    ring = (
+        commits.unionByName(offsets)
+        .select("*", *_ring_window("slot"))
+        .groupBy(*TP)
+        .agg(
+            F.min_by("commit_ts", slot).alias("first_commit_ts"),
+            F.max_by("commit_ts", slot).alias("last_commit_ts"),
+            *_ring_aggregates("slot", allowed_lag),
+        )
     )
-    return judged.select(*TP, status.alias("status"), complete.alias("complete"))
+    status, complete = _status(F.col("current_lag"), now_ms, window, allowed_lag, minimum_complete)
+    return current.join(ring, TP, "left").select(*TP, status.alias("status"), complete.alias("complete"))
 
 
 def partition_table(
@@ -226,22 +276,60 @@ def partition_table(
     minimum_complete: float = 0.0,
 ) -> DataFrame:
     """One row per partition: current lag, basis, Burrow status, completeness, traffic, owned,
-    time lag, consume and produce rates, and the catch-up ETA."""
+    time lag, consume and produce rates, and the catch-up ETA.
+
+    One pass: the samples are shuffled and sorted by partition once; every per-sample
+    comparison is a window column over that order and every per-partition figure (Burrow's
+    ring included) one aggregation over it, so Spark plans one exchange of the samples.
+
+    Burrow's ring of commits (the commit time is derived, see the module docstring): the last
+    ``window`` samples that hold a position, each an entry at the sample time for a partition
+    a live member holds, else at the first sample at which the current offset was seen. Its
+    ring of broker offsets: the last ``window`` samples' log-ends.
+    """
     w = Window.partitionBy(*TP).orderBy("sample_idx")
     w_all = w.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
     # the offset the connector reads next, on the lag's basis (a sink without commits starts at
     # the log-start): what the time lag looks up and the consume rate follows
     pos, le, ts, idx = F.col("start"), F.col("log_end"), F.col("ts_ms"), F.col("sample_idx")
-    rows = (
-        lagged.withColumn("prev_le", F.lag(le).over(w))
-        .withColumn("prev_ts", F.lag(ts).over(w))
-        .withColumn("c", F.last(pos).over(w_all))
+    committed = F.col("position")
+    lo = max(n_samples - window, 0)
+    in_ring = idx >= F.lit(lo)
+    rows = lagged.select(
+        *TP,
+        "sample_idx",
+        "ts_ms",
+        "log_end",
+        "position",
+        "ws_offset",
+        "start",
+        "lag",
+        "basis",
+        (in_ring & committed.isNotNull()).alias("entry"),
+        committed.alias("offset"),
+        F.when(in_ring, le).alias("broker_le"),
+    ).select(
+        "*",
+        F.lag(le).over(w).alias("prev_le"),
+        F.lag(ts).over(w).alias("prev_ts"),
+        F.lag(committed).over(w).alias("prev_pos"),
+        F.last(pos).over(w_all).alias("c"),
+        *_ring_window("sample_idx"),
     )
     # the newest (previous, this) log-end segment that holds the last committed offset
     holds = F.when((F.col("prev_le") <= F.col("c")) & (F.col("c") <= le), idx)
+    # Derived commit times (module docstring): a live owner's entries commit at their samples;
+    # otherwise an entry's commit is where its run of one unchanged offset began. Rows after
+    # the last entry hold no offset, and rows between the ring's start and its first entry
+    # neither, so the last entry's run began at the partition's last change, and the first
+    # entry's at itself when it changed, else at the last change before the ring. Both forms
+    # are aggregated and the owners joined to the aggregate: one row per partition, not one per
+    # sample.
+    changed = committed.isNotNull() & (F.col("prev_pos").isNull() | (committed != F.col("prev_pos")))
+    entry_slot = F.when(F.col("entry"), idx)
     per_partition = rows.groupBy(*TP).agg(
         F.max_by("lag", "sample_idx").alias("lag"),
-        F.max_by("basis", "sample_idx").alias("basis"),
+        F.max_by("basis", "sample_idx").alias("basis_code"),
         F.max_by(le, "sample_idx").alias("last_log_end"),
         F.min_by(le, "sample_idx").alias("first_log_end"),
         F.max("ws_offset").alias("ws_offset"),
@@ -253,34 +341,33 @@ def partition_table(
         F.max_by("prev_ts", holds).alias("l_ts"),
         F.max_by(le, holds).alias("r_le"),
         F.max_by(ts, holds).alias("r_ts"),
-        F.min_by(pos, F.when(pos.isNotNull(), idx)).alias("first_pos"),
-        F.max_by(pos, F.when(pos.isNotNull(), idx)).alias("last_pos"),
-        F.min(F.when(pos.isNotNull(), ts)).alias("first_pos_ts"),
-        F.max(F.when(pos.isNotNull(), ts)).alias("last_pos_ts"),
+        F.min_by(pos, idx).alias("first_pos"),
+        F.min_by(ts, entry_slot).alias("first_entry_ts"),
+        F.max_by(ts, entry_slot).alias("last_entry_ts"),
+        F.coalesce(
+            F.min_by(F.when(changed, ts), entry_slot), F.max_by(ts, F.when(changed & (idx < F.lit(lo)), idx))
+        ).alias("first_run_ts"),
+        F.max_by(ts, F.when(changed, idx)).alias("last_run_ts"),
+        *_ring_aggregates("sample_idx", allowed_lag),
     )
-    statuses = burrow_status(
-        commit_ring(lagged, owners, n_samples, window),
-        broker_ring(lagged, n_samples, window),
-        per_partition.select(*TP, F.col("lag").alias("current_lag")),
-        now_ms,
-        window,
-        allowed_lag,
-        minimum_complete,
+    live = F.coalesce(F.col("live"), F.lit(False))
+    per_partition = per_partition.join(owners, TP, "left").select(
+        "*",
+        F.col("live").isNotNull().alias("owned"),
+        F.when(live, F.col("first_entry_ts")).otherwise(F.col("first_run_ts")).alias("first_commit_ts"),
+        F.when(live, F.col("last_entry_ts")).otherwise(F.col("last_run_ts")).alias("last_commit_ts"),
     )
+    status, complete = _status(F.col("lag"), now_ms, window, allowed_lag, minimum_complete)
     start = F.coalesce(F.col("ws_offset"), F.col("first_log_end"))
-    return (
-        per_partition.join(statuses, TP)
-        .join(owners, TP, "left")
-        .select(
-            *TP,
-            "lag",
-            "basis",
-            "status",
-            "complete",
-            F.greatest(F.col("last_log_end") - start, F.lit(0).cast("long")).alias("traffic"),
-            F.col("live").isNotNull().alias("owned"),
-            *_time_lag_and_rates(now_ms),
-        )
+    return per_partition.select(
+        *TP,
+        "lag",
+        F.element_at(F.array(*[F.lit(b.value) for b in BASES]), F.col("basis_code") + 1).alias("basis"),
+        status.alias("status"),
+        complete.alias("complete"),
+        F.greatest(F.col("last_log_end") - start, F.lit(0).cast("long")).alias("traffic"),
+        "owned",
+        *_time_lag_and_rates(now_ms),
     )
 
 
@@ -311,8 +398,9 @@ def _time_lag_and_rates(now_ms: int) -> list[Column]:
     )
     span_s = (F.col("last_ts") - F.col("first_ts")).cast("double") / 1000.0
     produce = F.when(span_s > 0, (last_le - F.col("first_log_end")).cast("double") / span_s)
-    pos_span_s = (F.col("last_pos_ts") - F.col("first_pos_ts")).cast("double") / 1000.0
-    consume = F.when(pos_span_s > 0, (F.col("last_pos") - F.col("first_pos")).cast("double") / pos_span_s)
+    # the position (``c`` at the last sample, ``first_pos`` at the first) is known at every
+    # sample: the lag's basis never leaves it null
+    consume = F.when(span_s > 0, (c - F.col("first_pos")).cast("double") / span_s)
     return [
         time_lag.alias("time_lag_s"),
         consume.alias("consume_rate"),
@@ -325,82 +413,6 @@ def eta_seconds(lag: Column, consume: Column, produce: Column) -> Column:
     """Time to catch up: 0 without lag, ``lag / (consume - produce)`` while the consumer gains,
     else null (it is not catching up, or the rates are unknown)."""
     return F.when(lag == 0, F.lit(0.0)).when(consume > produce, lag.cast("double") / (consume - produce))
-
-
-def traffic_stats(partitions: DataFrame) -> DataFrame:
-    """Per-topic traffic statistics, plus one row for all partitions together (``"*"``)."""
-    traffic = partitions.select("topic", "traffic")
-    both = traffic.unionByName(traffic.withColumn("topic", F.lit(ALL_TOPICS)))
-    rank = F.row_number().over(Window.partitionBy("topic").orderBy("traffic"))
-    x = F.col("traffic").cast("double")
-    agg = (
-        both.withColumn("rank", rank)
-        .groupBy("topic")
-        .agg(
-            F.count(F.lit(1)).alias("n"),
-            F.sum("traffic").alias("total"),
-            F.max("traffic").alias("max"),
-            F.min("traffic").alias("min"),
-            F.stddev_pop(x).alias("std"),
-            F.sum(F.col("rank").cast("double") * x).alias("sum_ix"),
-        )
-    )
-    n, total = F.col("n").cast("double"), F.col("total").cast("double")
-    mean = total / n
-    has_traffic = F.col("total") > 0
-    return agg.select(
-        "topic",
-        "n",
-        "total",
-        mean.alias("mean"),
-        "max",
-        "min",
-        F.when(has_traffic, F.col("max") / mean).alias("max_over_mean"),
-        F.when(has_traffic, F.col("std") / mean).alias("cv"),
-        F.when(has_traffic, 2.0 * F.col("sum_ix") / (n * total) - (n + 1.0) / n).alias("gini"),
-    )
-
-
-def topic_lag_table(partitions: DataFrame) -> DataFrame:
-    """Per-topic lag, time lag, rates and ETA, plus one row for the connector (``"*"``)."""
-    cols = partitions.select("topic", "lag", "time_lag_s", "consume_rate", "produce_rate")
-    both = cols.unionByName(cols.withColumn("topic", F.lit(ALL_TOPICS)))
-    n = F.count(F.lit(1))
-
-    def all_known(name: str) -> Column:
-        return F.when(F.count(name) == n, F.sum(name))
-
-    agg = both.groupBy("topic").agg(
-        n.alias("n"),
-        F.sum("lag").alias("lag"),
-        F.max("time_lag_s").alias("time_lag_s"),
-        all_known("consume_rate").alias("consume_rate"),
-        all_known("produce_rate").alias("produce_rate"),
-    )
-    return agg.withColumn("eta_s", eta_seconds(F.col("lag"), F.col("consume_rate"), F.col("produce_rate")))
-
-
-def member_loads(assignments: DataFrame, members: DataFrame, parts: DataFrame) -> DataFrame:
-    """Partitions, current lag and window traffic per member, members holding nothing included
-    (they count in the mean): equal partition counts can still hide one member holding the hot
-    partitions, which only the lag and traffic per member show."""
-    measured = parts.select(*TP, "lag", "traffic")
-    counts = (
-        assignments.join(measured, TP, "left")
-        .groupBy("member_id")
-        .agg(
-            F.count(F.lit(1)).alias("partitions"),
-            F.coalesce(F.sum("lag"), F.lit(0)).alias("lag"),
-            F.coalesce(F.sum("traffic"), F.lit(0)).alias("traffic"),
-        )
-    )
-    zero = F.lit(0).cast("long")
-    return members.join(counts, "member_id", "left").select(
-        "member_id",
-        "client_id",
-        "task_id",
-        *[F.coalesce(F.col(c), zero).alias(c) for c in ("partitions", "lag", "traffic")],
-    )
 
 
 def partition_frame(
@@ -421,126 +433,20 @@ def compute(
     allowed_lag: int = 0,
     minimum_complete: float = 0.0,
 ) -> MetricResults:
-    """Runs every metric on Spark and collects the bounded summaries."""
+    """Runs every metric on Spark in one action and summarises its answer on the driver.
+
+    The per-partition table and the lag series (the sum of lag per sample) come back as one
+    Arrow collection: a union of the two, told apart by ``sample_idx`` (null on partition
+    rows). Each further action would be another job with a fixed scheduling cost; the
+    summaries (``summaries``) read at most one row per partition.
+    """
     frames = load(spark, tables)
     lagged = with_lag(frames["samples"], frames["window_start"])
     owners = live_owners(frames["assignments"], frames["members"])
-    parts = partition_table(
-        lagged, owners, tables.n_samples, window, tables.now_ms, allowed_lag, minimum_complete
-    ).cache()
-    try:
-        return _collect(lagged, parts, frames, tables, top_n)
-    finally:
-        parts.unpersist()
-
-
-def _collect(
-    lagged: DataFrame, parts: DataFrame, frames: dict[str, DataFrame], tables: Tables, top_n: int
-) -> MetricResults:
-    """Six small Spark jobs; counts share one aggregation because each job has a fixed cost."""
-
-    def count_where(cond: Column) -> Column:
-        return F.count(F.when(cond, 1))
-
-    bases = [b.value for b in LagBasis]
-    statuses = [s.value for s in PartitionStatus]
-    totals = parts.agg(
-        F.count(F.lit(1)).alias("n"),
-        F.sum("lag").alias("total"),
-        F.max("lag").alias("max"),
-        count_where(~F.col("owned")).alias("unowned"),
-        count_where(F.col("complete") >= F.lit(1.0)).alias("complete"),
-        *[count_where(F.col("basis") == b).alias(f"basis_{b}") for b in bases],
-        *[count_where(F.col("status") == s).alias(f"status_{s}") for s in statuses],
-    ).first()
-    assert totals is not None  # a global aggregation always yields one row
-    series = lagged.groupBy("sample_idx", "ts_ms").agg(F.sum("lag").alias("lag")).orderBy("sample_idx")
-    severity = F.create_map(*[F.lit(x) for kv in SEVERITY.items() for x in kv])[F.col("status")]
-    top_lag = parts.orderBy(F.desc("lag"), "topic", "partition").limit(top_n)
-    non_ok = (
-        parts.filter(F.col("status") != PartitionStatus.OK.value)
-        .orderBy(severity.desc(), F.desc("lag"), "topic", "partition")
-        .limit(top_n)
-    )
-    stats = [_traffic(r) for r in traffic_stats(parts).collect()]
-    topic_lags = [_topic_lag(r) for r in topic_lag_table(parts).collect()]
-    members: list[MemberLoad] = []
-    if tables.owners_known:
-        loads = member_loads(frames["assignments"], frames["members"], parts).orderBy(F.desc("partitions"), "member_id")
-        members = [
-            MemberLoad(
-                member_id=r["member_id"],
-                client_id=r["client_id"],
-                task_id=r["task_id"],
-                partitions=int(r["partitions"]),
-                lag=int(r["lag"]),
-                traffic=int(r["traffic"]),
-            )
-            for r in loads.collect()
-        ]
-    return MetricResults(
-        partitions=int(totals["n"]),
-        samples=tables.n_samples,
-        total_lag=int(totals["total"] or 0),
-        max_partition_lag=int(totals["max"] or 0),
-        lag_series=[(int(r["ts_ms"]), int(r["lag"])) for r in series.collect()],
-        basis_counts={b: int(totals[f"basis_{b}"]) for b in bases if totals[f"basis_{b}"]},
-        status_counts={s: int(totals[f"status_{s}"]) for s in statuses if totals[f"status_{s}"]},
-        top_lag=[_partition_lag(r) for r in top_lag.collect()],
-        non_ok=[_partition_lag(r) for r in non_ok.collect()],
-        traffic_topics=sorted((s for s in stats if s.topic != ALL_TOPICS), key=lambda s: s.topic),
-        traffic_overall=next((s for s in stats if s.topic == ALL_TOPICS), None),
-        members=members,
-        unassigned_partitions=int(totals["unowned"]) if tables.owners_known else None,
-        complete_partitions=int(totals["complete"]),
-        topic_lags=sorted((t for t in topic_lags if t.topic != ALL_TOPICS), key=lambda t: t.topic),
-        overall_lag=next((t for t in topic_lags if t.topic == ALL_TOPICS), None),
-    )
-
-
-def _opt(value: Any) -> float | None:
-    return None if value is None else float(value)
-
-
-def _partition_lag(row: Any) -> PartitionLag:
-    return PartitionLag(
-        topic=row["topic"],
-        partition=int(row["partition"]),
-        lag=int(row["lag"]),
-        basis=row["basis"],
-        status=row["status"],
-        complete=float(row["complete"]),
-        time_lag_s=_opt(row["time_lag_s"]),
-        consume_rate=_opt(row["consume_rate"]),
-        produce_rate=_opt(row["produce_rate"]),
-        eta_s=_opt(row["eta_s"]),
-    )
-
-
-def _topic_lag(row: Any) -> TopicLag:
-    return TopicLag(
-        topic=row["topic"],
-        partitions=int(row["n"]),
-        lag=int(row["lag"]),
-        time_lag_s=_opt(row["time_lag_s"]),
-        consume_rate=_opt(row["consume_rate"]),
-        produce_rate=_opt(row["produce_rate"]),
-        eta_s=_opt(row["eta_s"]),
-    )
-
-
-def _traffic(row: Any) -> TrafficStats:
-    def opt(value: Any) -> float | None:
-        return None if value is None else float(value)
-
-    return TrafficStats(
-        topic=row["topic"],
-        partitions=int(row["n"]),
-        total=int(row["total"]),
-        mean=float(row["mean"]),
-        max=int(row["max"]),
-        min=int(row["min"]),
-        max_over_mean=opt(row["max_over_mean"]),
-        cv=opt(row["cv"]),
-        gini=opt(row["gini"]),
-    )
+    parts = partition_table(lagged, owners, tables.n_samples, window, tables.now_ms, allowed_lag, minimum_complete)
+    series = lagged.groupBy("sample_idx", "ts_ms").agg(F.sum("lag").alias("lag"))
+    table = parts.unionByName(series, allowMissingColumns=True).toArrow()
+    is_series = pc.is_valid(table["sample_idx"])
+    series_rows = table.filter(is_series).select(["sample_idx", "ts_ms", "lag"]).sort_by("sample_idx").to_pylist()
+    partition_rows = table.filter(pc.invert(is_series)).drop_columns(["sample_idx", "ts_ms"])
+    return summaries.summarize(partition_rows, [(int(r["ts_ms"]), int(r["lag"])) for r in series_rows], tables, top_n)

@@ -1,13 +1,14 @@
 """Benchmark: the connectops-check metrics on Spark vs the pandas reference, same data, same run.
 
 For each size, one generated snapshot (``connectops_check.synthetic``) is turned into Arrow
-tables once; then the Spark job (``metrics.compute``: Arrow -> DataFrames, lag, Burrow
-status, traffic and assignment balance, bounded collects) and the pandas reference
+tables once; then the Spark job (``metrics.compute``: Arrow -> DataFrames, one SQL statement
+for lag, Burrow status, time lag, rates and traffic per partition plus the lag series, one
+``toArrow``, and the bounded summaries on the driver) and the pandas reference
 (``reference.compute``) each run on those tables, and their results are checked equal before
 any number is reported. Spark's session start and a warm-up run are excluded and reported
 separately: a SparkApplication pays them once per check, whatever the size.
 
-    .venv/bin/python benchmarks/spark_check_bench.py                  # 1k, 10k, 100k partitions
+    .venv/bin/python benchmarks/spark_check_bench.py                  # 1k, 10k, 100k, 1M partitions
     .venv/bin/python benchmarks/spark_check_bench.py --smoke          # 1k only (CI)
     .venv/bin/python benchmarks/spark_check_bench.py --sizes 5000 50000 --samples 12
 """
@@ -40,6 +41,7 @@ from connectops_check.results import MetricResults  # noqa: E402
 from connectops_check.synthetic import random_snapshot  # noqa: E402
 
 DEFAULT_OUTPUT = ROOT / "benchmarks" / "results" / "spark_check.json"
+DEFAULT_DRIVER_MEMORY = "6g"
 
 
 def timed(fn: Callable[[], Any], repeat: int) -> tuple[float, list[float], Any]:
@@ -81,12 +83,16 @@ def java_version() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000], help="partition counts")
+    p.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000, 1_000_000], help="partition counts")
     p.add_argument("--smoke", action="store_true", help="1k partitions only, one repeat (CI)")
     p.add_argument("--samples", type=int, default=10, help="samples per partition (default 10)")
     p.add_argument("--repeat", type=int, default=3, help="runs per engine and size; the median is reported")
     p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
-    p.add_argument("--driver-memory", default=None, help="local driver heap, e.g. 2g (default: Spark's 1g)")
+    p.add_argument(
+        "--driver-memory",
+        default=DEFAULT_DRIVER_MEMORY,
+        help=f"local driver heap (default {DEFAULT_DRIVER_MEMORY}: 1M partitions x 10 samples outgrow Spark's 1g)",
+    )
     p.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="JSON results file")
     args = p.parse_args(argv)
     sizes = [1_000] if args.smoke else args.sizes
@@ -142,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
             "java": java_version(),
         },
         "master": args.master,
-        "driver_memory": args.driver_memory or "1g (Spark default)",
+        "driver_memory": args.driver_memory,
         "samples": args.samples,
         "repeat": repeat,
         "spark_session_start_s": round(session_s, 2),

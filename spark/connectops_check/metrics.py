@@ -280,9 +280,9 @@ def burrow_status(
 def _partition_sql(
     n_samples: int, window: int, now_ms: int, allowed_lag: int = 0, minimum_complete: float = 0.0
 ) -> str:
-    """One row per partition of ``{lagged}`` (``_lagged_sql``'s rows) with ``{owners}``
-    (``_owners_sql``): current lag, basis, Burrow status, completeness, traffic, owned, time
-    lag, consume and produce rates, and the catch-up ETA.
+    """One row per partition of ``lagged`` (``_lagged_sql``'s rows) with ``owners``
+    (``_owners_sql``), the views ``_query`` defines: current lag, basis, Burrow status,
+    completeness, traffic, owned, time lag, consume and produce rates, and the catch-up ETA.
 
     One pass: the samples are shuffled and sorted by partition once; every per-sample
     comparison is a window column over that order and every per-partition figure (Burrow's
@@ -412,7 +412,8 @@ def _query(frames: dict[str, DataFrame], body: str) -> DataFrame:
 
     Why SQL text and not the Column API: each Column operation is a py4j round trip, and this
     plan took about 3,000 of them (0.2-0.3 s of every check, whatever its size); the statement
-    is one.
+    is one. Only numbers (forced through ``int``/``float``) and this module's own constants are
+    written into the text; the data arrive as views.
     """
     spark = frames["samples"].sparkSession
     query = f"WITH lagged AS ({_lagged_sql()}), owners AS ({_owners_sql()}) {body}"

@@ -47,6 +47,11 @@ def load(results: Path, name: str) -> dict[str, Any] | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
+def rss(run: dict[str, Any]) -> str:
+    """A run's RSS where it ended / its peak."""
+    return f"{run['rss_mib']:.0f} / {run['peak_rss_mib']:.0f} MiB"
+
+
 def met(ok: bool | None) -> str:
     return "n/a" if ok is None else ("yes" if ok else "**no**")
 
@@ -116,13 +121,15 @@ def report(results: Path) -> tuple[str, dict[str, Any]]:
                 met(f["seconds"] < f["target_seconds"]),
             ]
         )
+        last = a["sizes"][-1]
         rows.append(
             [
-                f"Operator RSS with {f['connectors']} Connectors (after resync / peak; after the apply run)",
-                "< 150 MiB",
-                f"{f['rss_mib']:.0f} / {f['peak_rss_mib']:.0f} MiB; {a['sizes'][-1]['rss_mib']:.0f} MiB",
+                f"Operator RSS with {f['connectors']} Connectors (after resync / peak; after the apply run / peak)",
+                "< 150 MiB (peaks)",
+                f"{rss(f)}; {rss(last)}",
                 "",
-                met(f["peak_rss_mib"] < 150 and a["sizes"][-1]["rss_mib"] < 150),
+                # the issue's target is the peak of both runs, not where the apply run ended
+                met(f["peak_rss_mib"] < 150 and last["peak_rss_mib"] < 150),
             ]
         )
         rows.append(
@@ -160,11 +167,11 @@ def report(results: Path) -> tuple[str, dict[str, Any]]:
         )
         rows.append(
             [
-                f"Operator RSS with {f['connectors']:,} Connectors (after resync / peak; after the apply run)",
-                "< 300 MiB",
-                f"{f['rss_mib']:.0f} / {f['peak_rss_mib']:.0f} MiB; {top['rss_mib']:.0f} MiB",
+                f"Operator RSS with {f['connectors']:,} Connectors (after resync / peak; after the apply run / peak)",
+                "< 300 MiB (peaks)",
+                f"{rss(f)}; {rss(top)}",
                 "",
-                met(f["peak_rss_mib"] < 300 and top["rss_mib"] < 300),
+                met(f["peak_rss_mib"] < 300 and top["peak_rss_mib"] < 300),
             ]
         )
     if rs := load(results, "restart_10k"):

@@ -417,6 +417,8 @@ def _query(frames: dict[str, DataFrame], body: str) -> DataFrame:
     """
     spark = frames["samples"].sparkSession
     query = f"WITH lagged AS ({_lagged_sql()}), owners AS ({_owners_sql()}) {body}"
+    # typed loosely on purpose: spark.sql's second parameter is ``args``, and mypy checks a
+    # ``**dict[str, DataFrame]`` against it although no key is named so
     views: dict[str, Any] = dict(frames)
     return spark.sql(query, **views)
 

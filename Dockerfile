@@ -17,7 +17,10 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY operator/ operator/
 COPY spark/ spark/
-RUN pip wheel --no-cache-dir --no-deps --wheel-dir /wheels .
+# In a virtualenv: a Debian base's own Python refuses pip outside one (PEP 668; .ci/run builds on
+# an mmdebstrap Debian base), and on python:* images it changes nothing.
+RUN python3 -m venv /opt/build \
+    && /opt/build/bin/pip wheel --no-cache-dir --no-deps --wheel-dir /wheels .
 
 # -- operator: `connectops run` --------------------------------------------------------------------------
 FROM ${PYTHON_IMAGE} AS operator
@@ -29,12 +32,15 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
-    MALLOC_ARENA_MAX=2
+    MALLOC_ARENA_MAX=2 \
+    PATH=/opt/connectops/venv/bin:$PATH
 RUN groupadd --system --gid 10001 connectops \
     && useradd --system --uid 10001 --gid 10001 --home-dir /nonexistent --shell /usr/sbin/nologin connectops
 # Only the wheel crosses over from the builder: no compilers, no sources, no build tools here.
+# The virtualenv for the same reason as the builder's (the spark-check stage has one too).
 RUN --mount=type=bind,from=builder,source=/wheels,target=/wheels \
-    pip install --no-cache-dir /wheels/connectops-*.whl \
+    python3 -m venv /opt/connectops/venv \
+    && /opt/connectops/venv/bin/pip install --no-cache-dir /wheels/connectops-*.whl \
     && connectops --help >/dev/null
 USER 10001:10001
 WORKDIR /tmp

@@ -3,7 +3,8 @@
 #   etcd + kube-apiserver (built offline from Debian's kubernetes source package; cached),
 #   Tansu (a Kafka-protocol broker, from PyPI), and a Kafka Connect 4.3 worker (jars from PyPI
 #   plus Jetty 12's security jar from Debian trixie); lua5.1 and promtool (Debian's prometheus
-#   package) for the Argo CD health and alert-rule tests.
+#   package) for the Argo CD health and alert-rule tests; buildah and mmdebstrap, with which
+#   tests/image builds the operator image (scripts/build-image.sh) and runs it.
 # Idempotent: every step is skipped when its output is already in the cache.
 # Why a source build: no registry reachable here ships a kube-apiserver binary.
 set -euo pipefail
@@ -20,7 +21,7 @@ apt_update_once() {
 
 # --- Debian packages --------------------------------------------------------------------------
 need_pkgs=()
-for p in etcd-server default-jdk-headless kcat lua5.1 prometheus golang-1.19-go rsync make golang-github-modern-go-reflect2-dev dpkg-dev patch; do
+for p in etcd-server default-jdk-headless kcat lua5.1 prometheus buildah mmdebstrap golang-1.19-go rsync make golang-github-modern-go-reflect2-dev dpkg-dev patch; do
   dpkg -s "$p" >/dev/null 2>&1 || need_pkgs+=("$p")
 done
 if [ -x "$CACHE/kube-apiserver" ]; then

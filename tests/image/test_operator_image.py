@@ -29,6 +29,8 @@ import kubernetes
 import pytest
 
 from tests.e2e.conftest import OPERATOR_ENV, ConnectREST, K8s, connect_cluster_spec, crds, wait_for
+from tests.e2e.test_leader_election import LINES, SOURCE
+from tests.e2e.test_leader_election import source as file_source
 from tests.env.records import topic_record_count
 from tests.env.servers import ConnectWorker, KubeAPI, free_port
 from tests.image.chroot import FILES_MOUNT, ImageProcess, build
@@ -37,8 +39,6 @@ __all__ = ["crds"]  # the session fixture: the connectops CRDs applied
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
-SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
-LINES = ["alpha", "beta", "gamma"]
 #: the image's user: the Dockerfile's useradd, and the chart's runAsUser
 UID = 10001
 
@@ -101,15 +101,8 @@ def test_image_runs_as_non_root_read_only_and_reconciles_a_connector(
 
     # one Connector, round trip
     k8s.create("connectclusters", "main", connect_cluster_spec(connect), "ConnectCluster")
-    name, topic = f"img-{uuid.uuid4().hex[:6]}", f"img-{uuid.uuid4().hex[:6]}"
-    source = tmp_path / "lines.txt"
-    source.write_text("".join(f"{line}\n" for line in LINES))
-    k8s.create(
-        "connectors",
-        name,
-        {"clusterRef": {"name": "main"}, "class": SOURCE, "config": {"file": str(source), "topic": topic}},
-        "Connector",
-    )
+    name, topic = file_source(k8s, connect, tmp_path)
+    source = tmp_path / f"{name}.txt"
     try:
         k8s.wait_condition("connectors", name, "Ready", "True", timeout=120)
     except BaseException:

@@ -70,6 +70,8 @@ class Tables:
     n_samples: int
     now_ms: int
     owners_known: bool
+    #: each sample's time, by ``sample_idx``
+    sample_ts: tuple[int, ...] = ()
 
 
 def snapshot_tables(snapshot: Snapshot) -> Tables:
@@ -143,4 +145,5 @@ def snapshot_tables(snapshot: Snapshot) -> Tables:
         n_samples=len(samples),
         now_ms=samples[-1].ts_ms if samples else 0,
         owners_known=snapshot.members is not None,
+        sample_ts=tuple(s.ts_ms for s in samples),
     )

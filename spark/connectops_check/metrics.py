@@ -1,6 +1,6 @@
 """Lag, Burrow status, time lag and rates on Spark, as one SQL statement over the samples.
 
-Why ~450 lines in one module: it is the whole Spark side of the job, kept beside its
+Why ~500 lines in one module: it is the whole Spark side of the job, kept beside its
 definitions (this docstring), which ``reference`` follows step by step in pandas.
 
 Every per-partition computation is a window function or an aggregation keyed by
@@ -75,6 +75,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 
@@ -87,7 +88,8 @@ TP = "topic, `partition`"
 #: the lag's basis travels as its index here: a string in the per-partition aggregation's
 #: buffer makes Spark fall back from its generated hash aggregation to a sort-based one
 BASES = list(LagBasis)
-#: the per-partition table's columns, in order (``compute`` unions the lag series beside them)
+#: the per-partition table's columns, in order (with many samples ``compute`` unions the lag
+#: series beside them)
 PART_COLUMNS = (
     "topic",
     "partition",
@@ -102,6 +104,8 @@ PART_COLUMNS = (
     "produce_rate",
     "eta_s",
 )
+#: the most samples whose lags the per-partition table carries for the lag series (``compute``)
+SERIES_COLUMNS_MAX = 32
 
 #: Spark's default Arrow batch (``spark.sql.execution.arrow.maxRecordsPerBatch``)
 ARROW_BATCH_ROWS_FLOOR = 10_000
@@ -141,9 +145,21 @@ def load(spark: SparkSession, tables: Tables) -> dict[str, DataFrame]:
     return {
         "samples": samples,
         "window_start": spark.createDataFrame(tables.window_start),
-        "assignments": spark.createDataFrame(tables.assignments),
-        "members": spark.createDataFrame(tables.members),
+        "owners": spark.createDataFrame(owners(tables)),
     }
+
+
+def owners(tables: Tables) -> pa.Table:
+    """``(topic, partition, live)``: whether some alive member holds the partition.
+
+    Joined and reduced here, with Arrow, not in the statement: it is one row per assigned
+    partition, like the summaries, and as part of the plan it was a shuffle stage and a
+    broadcast of its own ahead of the per-partition table.
+    """
+    alive = tables.members.select(["member_id", "alive"])
+    held = tables.assignments.join(alive, "member_id", join_type="inner")
+    live = held.group_by(["topic", "partition"], use_threads=False).aggregate([("alive", "any")])
+    return live.select(["topic", "partition", "alive_any"]).rename_columns(["topic", "partition", "live"])
 
 
 def _lagged_sql() -> str:
@@ -163,15 +179,6 @@ def _lagged_sql() -> str:
     )
 
 
-def _owners_sql() -> str:
-    """``(topic, partition, live)``: whether some alive member holds the partition."""
-    return (
-        "SELECT a.topic, a.`partition`, bool_or(m.alive) AS live"
-        " FROM {assignments} a JOIN (SELECT member_id, alive FROM {members}) m USING (member_id)"
-        " GROUP BY a.topic, a.`partition`"
-    )
-
-
 def _window(order: str, frame: str = "") -> str:
     return f"OVER (PARTITION BY {TP} ORDER BY {order} {frame})"
 
@@ -180,29 +187,41 @@ def _ring_window(order: str) -> list[str]:
     """Burrow's per-entry comparisons as window columns over rows where ``entry`` marks the
     ring's commits (other rows, samples outside the ring or broker offsets, sit between them
     and are skipped): ``prev_off`` (the previous entry's offset), ``prev_lag`` (the previous
-    entry's non-nil lag) and ``suffix_max`` (the highest entry offset from this row on).
+    entry's non-nil lag) and ``prev_max`` (the highest entry offset before this row).
 
     None reads another window column, so Spark evaluates them, and ``partition_table``'s own,
-    in one Window operator over one sort: each extra operator re-buffers every row.
+    in one Window operator over one sort: each extra operator re-buffers every row. All three
+    frames grow from the partition's first row, which Spark updates once per row; a frame
+    that runs to the partition's end (``CURRENT ROW AND UNBOUNDED FOLLOWING``) is evaluated
+    again from each row, quadratic in the samples (``_ring_aggregates`` says how REWIND's
+    recovery is read without one).
     """
     before = _window(order, "ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING")
-    after = _window(order, "ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING")
     off = "CASE WHEN entry THEN `offset` END"
     return [
         f"CASE WHEN entry THEN last({off}, true) {before} END AS prev_off",
         f"CASE WHEN entry THEN last(CASE WHEN entry THEN lag END, true) {before} END AS prev_lag",
-        f"max({off}) {after} AS suffix_max",
+        f"max({off}) {before} AS prev_max",
     ]
 
 
 def _ring_aggregates(order: str, allowed_lag: int) -> list[str]:
     """What Burrow's rules read of a ring, aggregated over ``_ring_window``'s rows (the first
     and last entry's commit times, ``first_commit_ts`` and ``last_commit_ts``, are the
-    caller's: they are derived differently from samples)."""
+    caller's: they are derived differently from samples).
+
+    REWIND's recovery (Burrow: some entry from the first drop on is back at the offset before
+    the drop) as ``last_high_slot``, the last entry at or above every entry before it: the
+    entries before the first drop never decrease, so the offset before the drop is the
+    highest one before it, and the first entry after the drop that reaches it is at or above
+    every entry before it; conversely any such entry after the drop reaches it. So the ring
+    recovered exactly when ``last_high_slot`` comes after ``rewind_slot``.
+    """
     slot = f"CASE WHEN entry THEN {order} END"
     off = "CASE WHEN entry THEN `offset` END"
-    # the first drop: everything REWIND needs is read at its row
+    # the first drop
     rewind_slot = f"CASE WHEN entry AND `offset` < prev_off THEN {order} END"
+    high_slot = f"CASE WHEN entry AND (prev_max IS NULL OR `offset` >= prev_max) THEN {order} END"
     return [
         f"count({slot}) AS n_entries",
         f"max_by(`offset`, {slot}) AS last_off",
@@ -211,8 +230,7 @@ def _ring_aggregates(order: str, allowed_lag: int) -> list[str]:
         f"coalesce(bool_or(entry AND lag <= {int(allowed_lag)}), false) AS lag_allowed_seen",
         "coalesce(bool_or(entry AND lag < prev_lag), false) AS lag_decreased",
         f"min({rewind_slot}) AS rewind_slot",
-        f"min_by(prev_off, {rewind_slot}) AS before_rewind",
-        f"min_by(suffix_max, {rewind_slot}) AS after_rewind_max",
+        f"max({high_slot}) AS last_high_slot",
         "min(broker_le) AS min_broker",
     ]
 
@@ -224,7 +242,7 @@ def _status(current_lag: str, now_ms: int, window: int, allowed_lag: int, minimu
     complete = f"({n} / {_double(window)})"
     stopped = f"({_long(now_ms)} - last_commit_ts) > (last_commit_ts - first_commit_ts)"
     recent_lag_zero = "coalesce(min_broker <= last_off, false)"
-    unrecovered = "(rewind_slot IS NOT NULL AND NOT (after_rewind_max >= before_rewind))"
+    unrecovered = "(rewind_slot IS NOT NULL AND NOT coalesce(last_high_slot > rewind_slot, false))"
     always_lagging = "NOT lag_allowed_seen"
     ok = _str(PartitionStatus.OK.value)
     status = (
@@ -278,11 +296,18 @@ def burrow_status(
 
 
 def _partition_sql(
-    n_samples: int, window: int, now_ms: int, allowed_lag: int = 0, minimum_complete: float = 0.0
+    n_samples: int,
+    window: int,
+    now_ms: int,
+    allowed_lag: int = 0,
+    minimum_complete: float = 0.0,
+    series: bool = False,
 ) -> str:
     """One row per partition of ``lagged`` (``_lagged_sql``'s rows) with ``owners``
-    (``_owners_sql``), the views ``_query`` defines: current lag, basis, Burrow status,
-    completeness, traffic, owned, time lag, consume and produce rates, and the catch-up ETA.
+    (``owners``), the views ``_query`` defines: current lag, basis, Burrow status,
+    completeness, traffic, owned, time lag, consume and produce rates, and the catch-up ETA;
+    with ``series``, also each sample's lag (``lag_at_<sample_idx>``, null where the partition
+    has no row at that sample), from which ``compute`` sums the lag series.
 
     One pass: the samples are shuffled and sorted by partition once; every per-sample
     comparison is a window column over that order and every per-partition figure (Burrow's
@@ -341,6 +366,7 @@ def _partition_sql(
         f" max_by(ts_ms, CASE WHEN {changed} AND sample_idx < {lo} THEN sample_idx END)) AS first_run_ts",
         f"max_by(ts_ms, CASE WHEN {changed} THEN sample_idx END) AS last_run_ts",
         *_ring_aggregates("sample_idx", allowed_lag),
+        *(f"sum(CASE WHEN sample_idx = {i} THEN lag END) AS {_series_column(i)}" for i in range(n_samples) if series),
     ]
     per_partition = f"SELECT {TP}, {', '.join(aggregates)} FROM ({windowed}) GROUP BY {TP}"
     live = "coalesce(o.live, false)"
@@ -356,8 +382,13 @@ def _partition_sql(
         f"SELECT {TP}, lag, element_at(array({bases}), basis_code + 1) AS basis, {status} AS status,"
         f" {complete} AS complete,"
         f" greatest(last_log_end - coalesce(ws_offset, first_log_end), CAST(0 AS BIGINT)) AS traffic, owned,"
-        f" {', '.join(_time_lag_and_rates(now_ms))} FROM ({joined})"
+        f" {', '.join(_time_lag_and_rates(now_ms))}"
+        f"{''.join(f', {_series_column(i)}' for i in range(n_samples) if series)} FROM ({joined})"
     )
+
+
+def _series_column(sample_idx: int) -> str:
+    return f"lag_at_{int(sample_idx)}"
 
 
 def _time_lag_and_rates(now_ms: int) -> list[str]:
@@ -416,7 +447,7 @@ def _query(frames: dict[str, DataFrame], body: str) -> DataFrame:
     written into the text; the data arrive as views.
     """
     spark = frames["samples"].sparkSession
-    query = f"WITH lagged AS ({_lagged_sql()}), owners AS ({_owners_sql()}) {body}"
+    query = f"WITH lagged AS ({_lagged_sql()}), owners AS (SELECT * FROM {{owners}}) {body}"
     # typed loosely on purpose: spark.sql's second parameter is ``args``, and mypy checks a
     # ``**dict[str, DataFrame]`` against it although no key is named so
     views: dict[str, Any] = dict(frames)
@@ -441,17 +472,33 @@ def compute(
 ) -> MetricResults:
     """Runs every metric on Spark in one action and summarises its answer on the driver.
 
-    The per-partition table and the lag series (the sum of lag per sample) come back as one
-    Arrow collection: a union of the two, told apart by ``sample_idx`` (null on partition
-    rows). Each further action would be another job with a fixed scheduling cost; the
-    summaries (``summaries``) read at most one row per partition.
+    The lag series (the sum of lag per sample) comes back with the per-partition table. Up to
+    ``SERIES_COLUMNS_MAX`` samples, each row carries its partition's lag at every sample,
+    summed here column by column; as an aggregation of its own the series read the samples a
+    second time, joined the window-start offsets again and shuffled (~1 s at 100k partitions
+    and 10 samples, ~3 s at 1M). Beyond that many samples the extra aggregates cost more
+    than that pass (at 50k partitions: 1.7 vs 2.7 s with 24 samples, 3.1 vs 3.6 s with 48,
+    12.6 vs 7.3 s with 120, where Spark stops generating code for the aggregation), so the
+    series is that aggregation, unioned under the table and told apart by ``sample_idx``.
+    Each further action would be another job with a fixed scheduling cost; the summaries
+    (``summaries``) read at most one row per partition.
     """
     frames = load(spark, tables)
-    parts = _partition_sql(tables.n_samples, window, tables.now_ms, allowed_lag, minimum_complete)
-    columns = ", ".join(f"`{c}`" for c in PART_COLUMNS)
+    in_table = tables.n_samples <= SERIES_COLUMNS_MAX
+    parts = _partition_sql(tables.n_samples, window, tables.now_ms, allowed_lag, minimum_complete, series=in_table)
+    if in_table:
+        table = _query(frames, parts).toArrow()
+        columns = [_series_column(i) for i in range(tables.n_samples)]
+        series = []
+        for ts_ms, column in zip(tables.sample_ts, columns, strict=True):
+            total = pc.sum(table[column]).as_py()  # null: no partition has this sample
+            if total is not None:
+                series.append((int(ts_ms), int(total)))
+        return summaries.summarize(table.drop_columns(columns), series, tables, top_n)
+    columns_sql = ", ".join(f"`{c}`" for c in PART_COLUMNS)
     nulls = ", ".join(f"NULL AS `{c}`" if c != "lag" else "sum(lag) AS lag" for c in PART_COLUMNS)
     body = (
-        f"SELECT {columns}, CAST(NULL AS INT) AS sample_idx, CAST(NULL AS BIGINT) AS ts_ms FROM ({parts})"
+        f"SELECT {columns_sql}, CAST(NULL AS INT) AS sample_idx, CAST(NULL AS BIGINT) AS ts_ms FROM ({parts})"
         f" UNION ALL SELECT {nulls}, sample_idx, ts_ms FROM lagged GROUP BY sample_idx, ts_ms"
     )
     table = _query(frames, body).toArrow()

@@ -93,6 +93,22 @@ class TestStatus:
         assert status_of(engine, spark, stuck_behind, members=OWNED)["status"] == "REWIND"
         assert status_of(engine, spark, recovered, members=OWNED)["status"] == "WARN"
 
+    def test_rewind_recovery_edges(self, engine: str, spark: SparkSession) -> None:
+        # Recovered means some entry from the first drop on is >= the offset before it (40):
+        # - back at exactly 40 at sample 5: recovered; lag 90,90,90,90,125,110,.. decreased once
+        #   (rule 6 does not fire) -> OK
+        # - up to 39 and no further: REWIND
+        # - 50 at sample 5, then a second drop to 45: only the first drop counts, and 50 >= 40
+        #   recovered it; lag 125 -> 110 decreased -> OK
+        # (the Spark plan reads recovery as "the last entry at or above all before it comes after
+        # the first drop", the reference as "the highest entry from the drop on": equal here)
+        equal = History("t", 0, LOG_END, [10, 20, 30, 40, 25, 40, 41, 42, 43, 44])
+        short = History("t", 0, LOG_END, [10, 20, 30, 40, 25, 39, 39, 39, 39, 39])
+        second = History("t", 0, LOG_END, [10, 20, 30, 40, 25, 50, 45, 46, 47, 48])
+        assert status_of(engine, spark, equal, members=OWNED)["status"] == "OK"
+        assert status_of(engine, spark, short, members=OWNED)["status"] == "REWIND"
+        assert status_of(engine, spark, second, members=OWNED)["status"] == "OK"
+
     def test_stop_outranks_rewind(self, engine: str, spark: SparkSession) -> None:
         # went back at sample 3 and stayed. Unowned: commit times 0,10 000,20 000,30 000,30 000..
         # silence 60 000 > span 30 000 and no broker log-end (100..190) <= 20 -> STOP, which

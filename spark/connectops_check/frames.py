@@ -67,11 +67,17 @@ class Tables:
     window_start: pa.Table
     assignments: pa.Table
     members: pa.Table
-    n_samples: int
-    now_ms: int
     owners_known: bool
     #: each sample's time, by ``sample_idx``
-    sample_ts: tuple[int, ...] = ()
+    sample_ts: tuple[int, ...]
+
+    @property
+    def n_samples(self) -> int:
+        return len(self.sample_ts)
+
+    @property
+    def now_ms(self) -> int:
+        return self.sample_ts[-1] if self.sample_ts else 0
 
 
 def snapshot_tables(snapshot: Snapshot) -> Tables:
@@ -142,8 +148,6 @@ def snapshot_tables(snapshot: Snapshot) -> Tables:
         window_start=window_start,
         assignments=assignments_table,
         members=members_table,
-        n_samples=len(samples),
-        now_ms=samples[-1].ts_ms if samples else 0,
         owners_known=snapshot.members is not None,
         sample_ts=tuple(s.ts_ms for s in samples),
     )

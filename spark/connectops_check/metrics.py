@@ -303,8 +303,8 @@ def _partition_sql(
     minimum_complete: float = 0.0,
     series: bool = False,
 ) -> str:
-    """One row per partition of ``lagged`` (``_lagged_sql``'s rows) with ``owners``
-    (``owners``), the views ``_query`` defines: current lag, basis, Burrow status,
+    """One row per partition of ``lagged`` (``_lagged_sql``'s rows, ``_query``'s CTE) with the
+    ``{owners}`` view (``owners``): current lag, basis, Burrow status,
     completeness, traffic, owned, time lag, consume and produce rates, and the catch-up ETA;
     with ``series``, also each sample's lag (``lag_at_<sample_idx>``, null where the partition
     has no row at that sample), from which ``compute`` sums the lag series.
@@ -320,6 +320,7 @@ def _partition_sql(
     """
     lo = max(n_samples - window, 0)
     in_ring = f"sample_idx >= {lo}"
+    series_samples = range(n_samples) if series else range(0)
     rows = (
         f"SELECT {TP}, sample_idx, ts_ms, log_end, position, ws_offset, start, lag, basis,"
         f" ({in_ring} AND position IS NOT NULL) AS entry, position AS `offset`,"
@@ -366,7 +367,7 @@ def _partition_sql(
         f" max_by(ts_ms, CASE WHEN {changed} AND sample_idx < {lo} THEN sample_idx END)) AS first_run_ts",
         f"max_by(ts_ms, CASE WHEN {changed} THEN sample_idx END) AS last_run_ts",
         *_ring_aggregates("sample_idx", allowed_lag),
-        *(f"sum(CASE WHEN sample_idx = {i} THEN lag END) AS {_series_column(i)}" for i in range(n_samples) if series),
+        *(f"sum(CASE WHEN sample_idx = {i} THEN lag END) AS {_series_column(i)}" for i in series_samples),
     ]
     per_partition = f"SELECT {TP}, {', '.join(aggregates)} FROM ({windowed}) GROUP BY {TP}"
     live = "coalesce(o.live, false)"
@@ -374,7 +375,7 @@ def _partition_sql(
         f"SELECT p.*, o.live IS NOT NULL AS owned,"
         f" CASE WHEN {live} THEN p.first_entry_ts ELSE p.first_run_ts END AS first_commit_ts,"
         f" CASE WHEN {live} THEN p.last_entry_ts ELSE p.last_run_ts END AS last_commit_ts"
-        f" FROM ({per_partition}) p LEFT JOIN owners o ON p.topic = o.topic AND p.`partition` = o.`partition`"
+        f" FROM ({per_partition}) p LEFT JOIN {{owners}} o ON p.topic = o.topic AND p.`partition` = o.`partition`"
     )
     status, complete = _status("lag", now_ms, window, allowed_lag, minimum_complete)
     bases = ", ".join(_str(b.value) for b in BASES)
@@ -383,7 +384,7 @@ def _partition_sql(
         f" {complete} AS complete,"
         f" greatest(last_log_end - coalesce(ws_offset, first_log_end), CAST(0 AS BIGINT)) AS traffic, owned,"
         f" {', '.join(_time_lag_and_rates(now_ms))}"
-        f"{''.join(f', {_series_column(i)}' for i in range(n_samples) if series)} FROM ({joined})"
+        f"{''.join(f', {_series_column(i)}' for i in series_samples)} FROM ({joined})"
     )
 
 
@@ -447,7 +448,7 @@ def _query(frames: dict[str, DataFrame], body: str) -> DataFrame:
     written into the text; the data arrive as views.
     """
     spark = frames["samples"].sparkSession
-    query = f"WITH lagged AS ({_lagged_sql()}), owners AS (SELECT * FROM {{owners}}) {body}"
+    query = f"WITH lagged AS ({_lagged_sql()}) {body}"
     # typed loosely on purpose: spark.sql's second parameter is ``args``, and mypy checks a
     # ``**dict[str, DataFrame]`` against it although no key is named so
     views: dict[str, Any] = dict(frames)

@@ -64,6 +64,13 @@ class ImageConfig:
             workdir=config.get("WorkingDir") or "/",
         )
 
+    @property
+    def ids(self) -> tuple[int, int]:
+        """The USER as (uid, gid); numeric, as the Dockerfile writes it (a name would need the
+        image's /etc/passwd, and a kubelet's runAsNonRoot refuses one it cannot verify)."""
+        uid, _, gid = self.user.partition(":")
+        return int(uid or 0), int(gid or uid or 0)
+
 
 class ImageProcess:
     """The image's entrypoint, with ``args``, as a process on this machine (see the module doc)."""
@@ -74,14 +81,14 @@ class ImageProcess:
         self.run_dir = run_dir
         self.files_dir = run_dir / "files"
         self.files_dir.mkdir(parents=True)
-        uid, _, gid = self.config.user.partition(":")
+        uid, gid = self.config.ids
         for name, data in files.items():
             path = self.files_dir / name
             path.write_bytes(data)
             # readable by the image's user only, as a projected Secret with defaultMode 0400 + fsGroup
-            os.chown(path, int(uid or 0), int(gid or uid or 0))
+            os.chown(path, uid, gid)
             path.chmod(0o400)
-        os.chown(self.files_dir, int(uid or 0), int(gid or uid or 0))
+        os.chown(self.files_dir, uid, gid)
         self.files_dir.chmod(0o500)
         self.container = ""
         self.rootfs = ""
@@ -101,8 +108,7 @@ class ImageProcess:
         self.rootfs = subprocess.run(
             ["buildah", "mount", self.container], capture_output=True, text=True, check=True, timeout=60
         ).stdout.strip()
-        uid, _, gid = self.config.user.partition(":")
-        gid = gid or uid
+        uid, gid = self.config.ids
         environment = [*self.config.env, *(f"{k}={v}" for k, v in env.items())]
         command = [*self.config.entrypoint, *args]
         q = shlex.quote
@@ -129,7 +135,7 @@ class ImageProcess:
                 f"echo $$ > {q(str(self.pid_path))}",
                 "exec chroot --userspec="
                 + q(f"{uid}:{gid}")
-                + f" --groups={q(gid)} {root} /usr/bin/env -i -C {q(self.config.workdir)} "
+                + f" --groups={gid} {root} /usr/bin/env -i -C {q(self.config.workdir)} "
                 + " ".join(q(e) for e in environment)
                 + " "
                 + " ".join(q(c) for c in command),

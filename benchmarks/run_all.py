@@ -87,6 +87,12 @@ def report(results: Path) -> tuple[str, dict[str, Any]]:
                     f", +{r['overhead_vs_direct_seconds_median']:.2f} s over the direct connector"
                     if "overhead_vs_direct_seconds_median" in r
                     else ""
+                )
+                + (
+                    f"; +{r['overhead_less_readback_seconds_median']:.2f} s over Connect's own"
+                    " less Connect answering the read-back while stopped"
+                    if "overhead_less_readback_seconds_median" in r
+                    else ""
                 ),
                 f"{r['ratio_median']:.2f}x",
                 met(r["target_met"]),

@@ -110,6 +110,7 @@ SERIES_COLUMNS_MAX = 32
 #: Spark's default Arrow batch (``spark.sql.execution.arrow.maxRecordsPerBatch``)
 ARROW_BATCH_ROWS_FLOOR = 10_000
 BATCH_SIZE_CONF = "spark.sql.execution.arrow.maxRecordsPerBatch"
+LOCAL_RELATION_CONF = "spark.sql.execution.arrow.localRelationThreshold"
 
 
 def _str(value: str) -> str:
@@ -127,55 +128,67 @@ def _long(value: int) -> str:
 
 
 def load(spark: SparkSession, tables: Tables) -> dict[str, DataFrame]:
-    """Spark DataFrames straight from the Arrow tables (no pandas, no Python rows).
+    """The samples as a Spark DataFrame straight from Arrow (no pandas, no Python rows), each
+    row carrying its partition's ``ws_offset`` and ``live`` (``partition_info``).
+
+    Those two are joined here, with Arrow, not in the statement: each is one row per partition,
+    and as views of their own each was broadcast to the samples' scan by a job of its own,
+    which the scan waited for (~0.1 s per check at 100,000 partitions, ~0.25 s at 1,000, side
+    by side with the broadcast plan; the Arrow join costs ~0.03 s at 100,000).
 
     Each Arrow batch becomes one Spark partition, and Spark's default batch (10,000 rows) cut
     a million samples into 100 tasks on two cores: every stage before the shuffle paid 100
     tasks' overhead (measured: the window pass at 100,000 partitions 1.9 s, 0.8 s with 5).
     The samples are cut into two batches per core instead, never smaller than the default.
+
+    Below ``spark.sql.execution.arrow.localRelationThreshold`` (48 MiB) Spark keeps Arrow data
+    as a local relation, and its optimizer then evaluates the projection over it row by row
+    on the driver (``ConvertToLocalRelation``): at 10,000 partitions that optimisation alone
+    took 0.4-0.5 s of a check, the whole check without it 0.38 s (side by side, median of 5).
+    So the samples are always a distributed relation, whatever their size.
     """
+    samples = tables.samples.join(partition_info(tables), ["topic", "partition"], join_type="left outer")
     slices = 2 * max(spark.sparkContext.defaultParallelism, 1)
-    rows = max(ARROW_BATCH_ROWS_FLOOR, math.ceil(tables.samples.num_rows / slices))
-    previous = spark.conf.get(BATCH_SIZE_CONF, str(ARROW_BATCH_ROWS_FLOOR))
-    spark.conf.set(BATCH_SIZE_CONF, str(rows))
+    rows = max(ARROW_BATCH_ROWS_FLOOR, math.ceil(samples.num_rows / slices))
+    settings = {BATCH_SIZE_CONF: str(rows), LOCAL_RELATION_CONF: "0"}
+    previous = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
     try:
-        samples = spark.createDataFrame(tables.samples)
+        return {"samples": spark.createDataFrame(samples)}
     finally:
-        spark.conf.set(BATCH_SIZE_CONF, previous or str(ARROW_BATCH_ROWS_FLOOR))
-    return {
-        "samples": samples,
-        "window_start": spark.createDataFrame(tables.window_start),
-        "owners": spark.createDataFrame(owners(tables)),
-    }
+        for key, before in previous.items():
+            if before is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, before)
 
 
-def owners(tables: Tables) -> pa.Table:
-    """``(topic, partition, live)``: whether some alive member holds the partition.
-
-    Joined and reduced here, with Arrow, not in the statement: it is one row per assigned
-    partition, like the summaries, and as part of the plan it was a shuffle stage and a
-    broadcast of its own ahead of the per-partition table.
-    """
+def partition_info(tables: Tables) -> pa.Table:
+    """``(topic, partition, ws_offset, live)``, one row per partition with either: the
+    window-start offset, and whether some alive member holds the partition (null when no
+    member holds it at all: ``owned`` in ``_partition_sql`` is ``live`` being known)."""
     alive = tables.members.select(["member_id", "alive"])
     held = tables.assignments.join(alive, "member_id", join_type="inner")
     live = held.group_by(["topic", "partition"], use_threads=False).aggregate([("alive", "any")])
-    return live.select(["topic", "partition", "alive_any"]).rename_columns(["topic", "partition", "live"])
+    owners = live.select(["topic", "partition", "alive_any"]).rename_columns(["topic", "partition", "live"])
+    return tables.window_start.join(owners, ["topic", "partition"], join_type="full outer")
 
 
 def _lagged_sql() -> str:
-    """Every (partition, sample) row of ``{samples}`` with ``ws_offset``, ``start`` (where the
-    connector reads next, per ``basis``), ``lag`` and ``basis`` (an index into ``BASES``)."""
-    start = "coalesce(s.position, s.log_start, w.ws_offset, CAST(0 AS BIGINT))"
+    """Every (partition, sample) row of ``{samples}`` (``load``'s, with ``ws_offset`` and
+    ``live``) with ``start`` (where the connector reads next, per ``basis``), ``lag`` and
+    ``basis`` (an index into ``BASES``)."""
+    start = "coalesce(position, log_start, ws_offset, CAST(0 AS BIGINT))"
     basis = (
-        f"CASE WHEN s.position IS NOT NULL THEN {BASES.index(LagBasis.COMMITTED)}"
-        f" WHEN s.log_start IS NOT NULL THEN {BASES.index(LagBasis.EARLIEST)}"
-        f" WHEN w.ws_offset IS NOT NULL THEN {BASES.index(LagBasis.WINDOW_START)}"
+        f"CASE WHEN position IS NOT NULL THEN {BASES.index(LagBasis.COMMITTED)}"
+        f" WHEN log_start IS NOT NULL THEN {BASES.index(LagBasis.EARLIEST)}"
+        f" WHEN ws_offset IS NOT NULL THEN {BASES.index(LagBasis.WINDOW_START)}"
         f" ELSE {BASES.index(LagBasis.OFFSET_ZERO)} END"
     )
     return (
-        f"SELECT s.*, w.ws_offset, {start} AS start,"
-        f" greatest(s.log_end - {start}, CAST(0 AS BIGINT)) AS lag, {basis} AS basis"
-        f" FROM {{samples}} s LEFT JOIN {{window_start}} w USING ({TP})"
+        f"SELECT *, {start} AS start, greatest(log_end - {start}, CAST(0 AS BIGINT)) AS lag, {basis} AS basis"
+        " FROM {samples}"
     )
 
 
@@ -303,9 +316,9 @@ def _partition_sql(
     minimum_complete: float = 0.0,
     series: bool = False,
 ) -> str:
-    """One row per partition of ``lagged`` (``_lagged_sql``'s rows, ``_query``'s CTE) with the
-    ``{owners}`` view (``owners``): current lag, basis, Burrow status,
-    completeness, traffic, owned, time lag, consume and produce rates, and the catch-up ETA;
+    """One row per partition of ``lagged`` (``_lagged_sql``'s rows, ``_query``'s CTE): current
+    lag, basis, Burrow status, completeness, traffic, owned, time lag, consume and produce
+    rates, and the catch-up ETA;
     with ``series``, also each sample's lag (``lag_at_<sample_idx>``, null where the partition
     has no row at that sample), from which ``compute`` sums the lag series.
 
@@ -322,7 +335,7 @@ def _partition_sql(
     in_ring = f"sample_idx >= {lo}"
     series_samples = range(n_samples) if series else range(0)
     rows = (
-        f"SELECT {TP}, sample_idx, ts_ms, log_end, position, ws_offset, start, lag, basis,"
+        f"SELECT {TP}, sample_idx, ts_ms, log_end, position, ws_offset, live, start, lag, basis,"
         f" ({in_ring} AND position IS NOT NULL) AS entry, position AS `offset`,"
         f" CASE WHEN {in_ring} THEN log_end END AS broker_le FROM lagged"
     )
@@ -342,8 +355,7 @@ def _partition_sql(
     # the last entry hold no offset, and rows between the ring's start and its first entry
     # neither, so the last entry's run began at the partition's last change, and the first
     # entry's at itself when it changed, else at the last change before the ring. Both forms
-    # are aggregated and the owners joined to the aggregate: one row per partition, not one per
-    # sample.
+    # are aggregated, and the owner's liveness picks one per partition.
     changed = "(position IS NOT NULL AND (prev_pos IS NULL OR position != prev_pos))"
     entry_slot = "CASE WHEN entry THEN sample_idx END"
     aggregates = [
@@ -352,6 +364,8 @@ def _partition_sql(
         "max_by(log_end, sample_idx) AS last_log_end",
         "min_by(log_end, sample_idx) AS first_log_end",
         "max(ws_offset) AS ws_offset",
+        "coalesce(max(live), false) AS live",
+        "count(live) > 0 AS owned",
         "count(1) AS n_points",
         "min(ts_ms) AS first_ts",
         "max(ts_ms) AS last_ts",
@@ -370,12 +384,11 @@ def _partition_sql(
         *(f"sum(CASE WHEN sample_idx = {i} THEN lag END) AS {_series_column(i)}" for i in series_samples),
     ]
     per_partition = f"SELECT {TP}, {', '.join(aggregates)} FROM ({windowed}) GROUP BY {TP}"
-    live = "coalesce(o.live, false)"
     joined = (
-        f"SELECT p.*, o.live IS NOT NULL AS owned,"
-        f" CASE WHEN {live} THEN p.first_entry_ts ELSE p.first_run_ts END AS first_commit_ts,"
-        f" CASE WHEN {live} THEN p.last_entry_ts ELSE p.last_run_ts END AS last_commit_ts"
-        f" FROM ({per_partition}) p LEFT JOIN {{owners}} o ON p.topic = o.topic AND p.`partition` = o.`partition`"
+        "SELECT *,"
+        " CASE WHEN live THEN first_entry_ts ELSE first_run_ts END AS first_commit_ts,"
+        " CASE WHEN live THEN last_entry_ts ELSE last_run_ts END AS last_commit_ts"
+        f" FROM ({per_partition})"
     )
     status, complete = _status("lag", now_ms, window, allowed_lag, minimum_complete)
     bases = ", ".join(_str(b.value) for b in BASES)
@@ -440,7 +453,7 @@ def eta_seconds(lag: str, consume: str, produce: str) -> str:
 
 
 def _query(frames: dict[str, DataFrame], body: str) -> DataFrame:
-    """``body`` over the lagged samples and the owners, as one SQL statement.
+    """``body`` over the lagged samples, as one SQL statement.
 
     Why SQL text and not the Column API: each Column operation is a py4j round trip, and this
     plan took about 3,000 of them (0.2-0.3 s of every check, whatever its size); the statement

@@ -16,3 +16,8 @@ def test_reset_bench_smoke(tmp_path: Path) -> None:
     assert data["ratio_median"] > 0
     # the operator's steps were all timed from its own status history
     assert {"stop", "reset", "resume", "verify"} <= set(data["operator_step_seconds_median"])
+    # Connect's answer to the read-back (GET /offsets while stopped) is found in the worker's log
+    # and reported beside the overhead it is part of
+    (readback,) = data["readback_seconds_runs"]
+    assert 0 <= readback <= data["overhead_seconds_runs"][0] + data["connect_own_seconds_runs"][0]["delete_offsets"]
+    assert data["overhead_less_readback_seconds_median"] == data["overhead_seconds_median"] - readback

@@ -19,7 +19,7 @@ import yaml
 from pydantic import ValidationError
 
 from connectops.adapters.connect_rest import ConnectRejected, ConnectUnavailable
-from connectops.adapters.kafka import GroupActive, KafkaAccessDenied
+from connectops.adapters.kafka import GroupActive, KafkaAccessDenied, KafkaUnavailable
 from connectops.adapters.kube import KubeError, KubeObjectMissing
 from connectops.errors import NotReadyYet, ReferenceInvalid, as_kopf_error
 from connectops.models.offset_reset import OffsetResetSpec
@@ -889,6 +889,27 @@ async def test_sink_reset_deletes_its_consumer_group(monkeypatch: pytest.MonkeyP
     assert world.kafka.groups["connect-sink"] == GROUP_OFFSETS
     assert world.status("back")["phase"] == "Succeeded"
     assert [(c["call"], c["partitions"]) for c in world.status("back")["changes"]] == [("commit group offsets", 3)]
+
+
+async def test_a_kafka_that_does_not_answer_at_inspect_stops_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A sink's reset reads the broker back after its change (the group's offsets): a Kafka that
+    # does not answer is found while inspecting, beside the other reads, before the connector
+    # stops, not after the change with the connector left stopped.
+    world = kafka_world(monkeypatch)
+
+    def unreachable(topic: str) -> bool:
+        raise KafkaUnavailable(f"describe topic {topic!r}: all brokers are down", operation="metadata")
+
+    monkeypatch.setattr(world.kafka, "topic_exists", unreachable)
+    world.create(reset_spec(connectorName="sink"))
+    with pytest.raises(KafkaUnavailable):
+        await world.run()
+    assert world.writes() == []
+    assert world.state("sink") == ("STARTED", 1)
+    assert world.kafka.groups == {"connect-sink": GROUP_OFFSETS}
+    assert world.steps()["inspect"] == "Running"
+    failed = "attempt 1 failed: describe topic 'connect-offsets': all brokers are down"
+    assert world.step("inspect")["message"] == failed
 
 
 async def test_sink_alter_commits_only_the_named_partitions(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -14,6 +14,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from connectops_check import metrics
+from connectops_check.frames import snapshot_tables
 from connectops_check.results import MetricResults
 from connectops_check.snapshot import ConnectorKind, Snapshot, TopicPartition
 from connectops_check.synthetic import random_snapshot
@@ -104,3 +105,41 @@ def test_spark_matches_pandas_with_partitions_missing_from_samples(spark: SparkS
 
 def _partitions(snap: Snapshot) -> list[TopicPartition]:
     return sorted({TopicPartition(p.topic, p.partition) for s in snap.samples for p in s.partitions})
+
+
+def test_the_samples_are_a_distributed_relation_and_the_session_is_left_as_found(spark: SparkSession) -> None:
+    # Small Arrow data would be a local relation, which Spark's optimizer evaluates row by row on
+    # the driver (ConvertToLocalRelation: 0.4-0.5 s of a 10,000-partition check); ``load`` keeps
+    # the samples distributed at every size, without changing the session's settings.
+    snap = random_snapshot(50, samples=3, seed=9)
+    # half of the member's partitions to a member of a paused task, which keeps them, alive or not
+    (member,) = snap.members or []
+    half = len(member.assignment) // 2
+    paused = dataclasses.replace(member, member_id="paused", task_id=0, assignment=member.assignment[:half])
+    snap = dataclasses.replace(
+        snap,
+        members=[paused, dataclasses.replace(member, assignment=member.assignment[half:])],
+        tasks=[dataclasses.replace(snap.tasks[0], state="PAUSED")],
+    )
+    tables = snapshot_tables(snap)
+    before = {key: spark.conf.get(key, None) for key in (metrics.LOCAL_RELATION_CONF, metrics.BATCH_SIZE_CONF)}
+    samples = metrics.load(spark, tables)["samples"]
+    plan = samples._jdf.queryExecution().analyzed().toString()
+    assert "LogicalRDD" in plan, plan
+    assert "LocalRelation" not in plan, plan
+    assert {key: spark.conf.get(key, None) for key in before} == before
+    # each sample row carries its partition's window start and whether an alive member holds it
+    # (null: no member holds it), computed here from the snapshot's own lists
+    start = {(w.topic, w.partition): w.offset for w in snap.window_start_offsets}
+    running = {t.task_id for t in snap.tasks if t.state == "RUNNING"}
+    live: dict[tuple[str, int], bool] = {}
+    for m in snap.members or []:
+        for tp in m.assignment:
+            key = (tp.topic, tp.partition)
+            live[key] = live.get(key, False) or m.task_id is None or m.task_id in running
+    rows = samples.collect()
+    assert len(rows) == sum(len(s.partitions) for s in snap.samples)
+    assert {r["live"] for r in rows} == {True, False, None}
+    for row in rows:
+        key = (row["topic"], row["partition"])
+        assert (row["ws_offset"], row["live"]) == (start.get(key), live.get(key))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
@@ -45,6 +45,19 @@ async def both(first: Awaitable[A], second: Awaitable[B]) -> tuple[A, B]:
         if isinstance(result, BaseException):
             raise result
     return cast(A, a), cast(B, b)
+
+
+async def each(reads: Iterable[Awaitable[A]]) -> list[A]:
+    """Independent reads at once, as :func:`both` does for two: all awaited to their end, the
+    first failure raised as itself."""
+    return [unwrap(r) for r in await asyncio.gather(*reads, return_exceptions=True)]
+
+
+def unwrap(result: A | BaseException) -> A:
+    """One result of ``asyncio.gather(..., return_exceptions=True)``, or what it raised."""
+    if isinstance(result, BaseException):
+        raise result
+    return result
 
 
 @dataclass

@@ -82,13 +82,15 @@ from connectops.validation import describe_validation_error
 __all__ = ["PLURAL", "OffsetResetExecutor", "backup_name", "lock_holder", "offsets_outcome", "spec_hash"]
 
 TERMINAL = frozenset({"Succeeded", "Failed", "Planned"})
-#: The stop and resume waits poll Connect's status every 50 ms for their first 15 s, then back
+#: The stop and resume waits poll Connect's status every 25 ms for their first 15 s, then back
 #: off to one poll a second: the connector processes nothing while they run, so each poll
-#: interval of slack is downtime of the pipeline (a 100 ms cap cost ~50 ms per wait, a 1 s cap up
-#: to 1 s: measured in benchmarks/reset_bench.py against a 50 ms observer), and Connect's stop and
-#: start take seconds (the graceful task shutdown is 5 s by default). A reset holds one
-#: connector; its polls go through the same bounded Connect lanes as every other call.
-DOWNTIME_POLL = 0.05
+#: interval of slack is downtime of the pipeline (half an interval on average: a 100 ms cap cost
+#: ~50 ms per wait, a 1 s cap up to 1 s, measured in benchmarks/reset_bench.py against a 50 ms
+#: observer), and Connect's stop and start take seconds (the graceful task shutdown is 5 s by
+#: default). A status read costs the worker ~2 ms, so the ~300 reads of a usual reset are cheap
+#: next to what each 25 ms of slack costs the pipeline. A reset holds one connector; its polls
+#: go through the same bounded Connect lanes as every other call.
+DOWNTIME_POLL = 0.025
 DOWNTIME_POLL_HOLD = 15.0
 
 

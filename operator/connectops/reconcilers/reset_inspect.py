@@ -29,7 +29,7 @@ from connectops.planning.offset_reset import (
     untouched,
 )
 from connectops.reconcilers import reset_mm2
-from connectops.reconcilers.common import both
+from connectops.reconcilers.common import both, each, unwrap
 from connectops.reconcilers.reset_backup import BackupStore
 from connectops.reconcilers.reset_run import Run
 
@@ -42,13 +42,23 @@ class Inspector:
     async def inspect(self, run: Run) -> str:
         """What is there before anything changes: the connectors, their kinds and offsets, and the plan."""
         client = run.cluster.client
-        # independent reads at once: the reset's connector is running, and every millisecond
-        # here is added to the time before it stops
-        (version, caps), managed = await both(run.cluster.capabilities(0.0), self._managed_specs(run))
+        # Every read that does not depend on another runs at once: the reset's connector is
+        # running, and every millisecond here is added to the time before it stops. Measured
+        # one after another they took ~110 ms, most of it the Kafka client's first connection
+        # (with SASL, its authentication); at once, the slowest of them.
+        server, specs, reads, offsets, topic_present = await asyncio.gather(
+            run.cluster.capabilities(0.0),
+            self._managed_specs(run),
+            each(both(client.get_connector(c), client.get_status(c)) for c in run.connectors),
+            each(self._current_offsets(run, c) for c in run.connectors),
+            self._offsets_topic_present(run),
+            return_exceptions=True,
+        )
+        (version, caps), managed, per_connector = unwrap(server), unwrap(specs), unwrap(reads)
+        current = dict(zip(run.connectors, unwrap(offsets), strict=True))
         targets = []
         roles = mirror_roles(run.spec)
-        for connector in run.connectors:
-            info, state = await both(client.get_connector(connector), client.get_status(connector))
+        for connector, (info, state) in zip(run.connectors, per_connector, strict=True):
             if info is None:
                 raise PlanError(f"connector {connector} does not exist in Kafka Connect")
             owner = managed.get(connector)
@@ -63,7 +73,7 @@ class Inspector:
                     offsets_external=bool(owner and owner[1].offsets_managed_externally),
                 )
             )
-        await self._offsets_topic_exists(run, targets)
+        self._offsets_topic_exists(run, targets, topic_present)
         flows = await reset_mm2.other_flows(run, {name: owner[0] for name, owner in managed.items()})
         plan = plan_reset(run.spec, targets, caps, has_kafka_access=run.kafka is not None, other_flows=flows)
         published = ResetPlanStatus.model_validate(plan.summary())
@@ -81,9 +91,6 @@ class Inspector:
         if set_to:
             published.entries = await self._sink_target_offsets(run, targets)
         # what the offsets are now, for the plan (and the dry run) to show
-        current = {}
-        for target in targets:
-            current[target.name] = await self._current_offsets(run, target.name)
         published.current = {k: v[:50] for k, v in current.items()}
         published.current_counts = {k: len(v) for k, v in current.items()}
         if set_to:
@@ -105,14 +112,28 @@ class Inspector:
         )
 
     @staticmethod
-    async def _offsets_topic_exists(run: Run, targets: list[TargetConnector]) -> None:
+    async def _offsets_topic_present(run: Run) -> bool | None:
+        """Whether the workers' offsets topic exists; None without Kafka access. Asked before
+        the connectors' kinds are known, beside the other reads: only a source's reset uses the
+        answer, and the question opens the Kafka connection every later step reuses."""
+        if run.kafka is None:
+            return None
+        return await asyncio.to_thread(run.kafka.topic_exists, run.cluster.spec.topics.offsets)
+
+    @staticmethod
+    def _offsets_topic_exists(run: Run, targets: list[TargetConnector], present: bool | BaseException | None) -> None:
         """With Kafka access, a source's offsets are read back from the worker's offsets topic
         (ConnectCluster spec.topics.offsets): one that is not there (a ConnectCluster that names
-        the wrong topic) is refused here, before anything is stopped, rather than after a change."""
-        if run.kafka is None or all(t.kind is ConnectorKind.SINK for t in targets):
+        the wrong topic) is refused here, before anything is stopped, rather than after a change.
+        ``present`` is ``_offsets_topic_present``'s answer, or what it raised: raised for a sink
+        too, because every reset with Kafka access reads the broker back after its change, and
+        a Kafka that does not answer now is better found before the connector stops."""
+        if isinstance(present, BaseException):
+            raise present
+        if present is None or all(t.kind is ConnectorKind.SINK for t in targets):
             return
         topic = run.cluster.spec.topics.offsets
-        if not await asyncio.to_thread(run.kafka.topic_exists, topic):
+        if not present:
             raise PlanError(
                 f"the workers' offsets topic {topic!r} (ConnectCluster {run.cluster.name} spec.topics.offsets) "
                 "does not exist on its Kafka cluster: set spec.topics.offsets to the workers' "

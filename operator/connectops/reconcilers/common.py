@@ -6,7 +6,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 from connectops.models.base import Condition, get_condition, set_condition
 
@@ -41,10 +41,7 @@ async def both(first: Awaitable[A], second: Awaitable[B]) -> tuple[A, B]:
     task is left running unseen), and the first failure, in argument order, is raised as itself:
     callers catch the adapters' typed errors, not an ExceptionGroup."""
     a, b = await asyncio.gather(first, second, return_exceptions=True)
-    for result in (a, b):
-        if isinstance(result, BaseException):
-            raise result
-    return cast(A, a), cast(B, b)
+    return unwrap(a), unwrap(b)
 
 
 async def each(reads: Iterable[Awaitable[A]]) -> list[A]:

@@ -152,15 +152,20 @@ class ImageProcess:
 
     @property
     def pid(self) -> int:
-        """The entrypoint's process (the pid of the shell that exec'd it)."""
+        """The entrypoint's process: the pid of the shell, once its exec chain (sh -> chroot ->
+        env) has reached the entrypoint. Before that the pid is still the shell's or chroot's,
+        root's by design; read then (CI did, on a busy machine) it says uid 0 of a process the
+        image never ran."""
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if self.pid_path.exists() and (text := self.pid_path.read_text().strip()):
-                return int(text)
+                pid = int(text)
+                if _past_launcher(pid):
+                    return pid
             assert self.proc is not None
             assert self.proc.poll() is None, self.log()
             time.sleep(0.1)
-        raise AssertionError(f"the image process never started\n{self.log()}")
+        raise AssertionError(f"the image's entrypoint never started\n{self.log()}")
 
     def status(self) -> dict[str, str]:
         """/proc/PID/status as the kernel reports it."""
@@ -192,3 +197,16 @@ class ImageProcess:
             subprocess.run(["buildah", "umount", self.container], capture_output=True, check=False, timeout=60)
             subprocess.run(["buildah", "rm", self.container], capture_output=True, check=False, timeout=60)
             self.container = ""
+
+
+#: what runs between the shell's ``echo $$`` and the image's entrypoint, under the same pid
+_LAUNCHERS = frozenset({"sh", "dash", "bash", "chroot", "env"})
+
+
+def _past_launcher(pid: int) -> bool:
+    """Whether the process ``pid`` has exec'd past the launch chain (its executable is no longer
+    the shell, chroot or env)."""
+    try:
+        return os.path.basename(os.readlink(f"/proc/{pid}/exe")) not in _LAUNCHERS
+    except OSError:  # exiting, or between two execs
+        return False

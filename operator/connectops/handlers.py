@@ -114,6 +114,8 @@ async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.posting.level = logging.WARNING
     settings.execution.max_workers = max(settings.execution.max_workers or 0, 4)
     settings.watching.server_timeout = 300
+    # before kopf's first request: each connection it opens from here on gets the smaller buffer
+    memory.smaller_tls_buffers()
     runtime()
 
 

@@ -64,3 +64,26 @@ async def test_without_malloc_trim_it_does_nothing(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(memory, "_TRIM", None)
     assert memory.trim() is False
     await asyncio.wait_for(memory.trim_forever(0.01), 1)  # returns at once
+
+
+async def test_tls_connections_opened_after_the_setting_read_through_the_smaller_buffer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """asyncio sizes each TLS connection's read buffer when the connection is made: one made
+    after ``smaller_tls_buffers`` holds that size, not asyncio's 256 KiB."""
+    import asyncio.sslproto
+    import ssl
+
+    protocol = asyncio.sslproto.SSLProtocol
+    monkeypatch.setattr(protocol, "max_size", protocol.max_size)  # put back after the test
+    assert protocol.max_size == 256 * 1024  # asyncio's default, which the setting exists to cut
+
+    def opened() -> int:
+        waiter = asyncio.get_running_loop().create_future()
+        conn = protocol(asyncio.get_running_loop(), asyncio.Protocol(), ssl.create_default_context(), waiter)
+        waiter.cancel()
+        return len(conn._ssl_buffer)
+
+    before = opened()
+    assert memory.smaller_tls_buffers() is True
+    assert (before, opened()) == (256 * 1024, memory.TLS_READ_BUFFER)

@@ -135,35 +135,55 @@ async def test_reset_runs_every_step_and_resumes(world: ResetWorld) -> None:
 
 async def test_each_step_boundary_is_one_durable_write_before_the_next_step_acts(world: ResetWorld) -> None:
     """A step's completion and the next step's start go in one status write (each write is
-    downtime while the connector is stopped), and that write lands before the next step acts."""
-    seen_at_call: dict[str, dict[str, str]] = {}
+    downtime while the connector is stopped), and that write lands before the next step acts.
+    The starts of the steps that need no write of their own (inspect and verify change nothing,
+    the backup is found again by name, the reset step writes each offsets call before sending
+    it) ride on the next write: fewer writes, never a call the status does not announce."""
+    seen_at_call: dict[str, dict[str, Any]] = {}
 
-    def recorded_states() -> dict[str, str]:
-        return {s["name"]: s["state"] for s in world.status().get("steps") or []}
+    def recorded() -> dict[str, Any]:
+        status = world.status()
+        return {
+            **{s["name"]: s["state"] for s in status.get("steps") or []},
+            "changes": [(c["call"], c["state"]) for c in status.get("changes") or []],
+            "lockScope": status.get("lockScope"),
+        }
 
-    for method in ("stop", "delete_offsets", "resume"):
-        original = getattr(world.connect, method)
+    for target, method in (
+        (world.connect, "stop"),
+        (world.connect, "delete_offsets"),
+        (world.connect, "resume"),
+        (world.kube, "acquire_lock"),
+        (world.kube, "release_lock"),
+    ):
+        original = getattr(target, method)
 
         async def spy(*args: Any, _method: str = method, _original: Any = original) -> Any:
-            seen_at_call[_method] = recorded_states()
+            seen_at_call[_method] = recorded()
             return await _original(*args)
 
-        setattr(world.connect, method, spy)
+        setattr(target, method, spy)
     world.create(reset_spec())
     assert await world.run() is True
 
     # what the API server held when each mutating call went out
     for call, done, running in (
+        ("acquire_lock", None, "lock"),
         ("stop", "backup", "stop"),
         ("delete_offsets", "stop", "reset"),
         ("resume", "reset", "resume"),
+        ("release_lock", "verify", "unlock"),
     ):
-        assert (seen_at_call[call][done], seen_at_call[call][running]) == ("Done", "Running"), call
+        seen = seen_at_call[call]
+        assert (seen.get(done) if done else "Done", seen[running]) == ("Done", "Running"), (call, seen)
+    assert seen_at_call["acquire_lock"]["lockScope"]  # the Lease's name is known before it exists
+    assert seen_at_call["delete_offsets"]["changes"] == [("DELETE offsets", "Started")]
+    assert seen_at_call["resume"]["changes"] == [("DELETE offsets", "Done")]
 
     # replay the writes: a step never becomes Done in a write that leaves the machine with no
     # step Running unless it was the last one (then the same write ends the reset)
     states: dict[str, str] = {}
-    boundaries = 0
+    completions = []
     for namespace, plural, name, patch in world.kube.status_patches:
         if (namespace, plural, name) != (NAMESPACE, "offsetresets", RESET) or "steps" not in patch:
             continue
@@ -172,12 +192,13 @@ async def test_each_step_boundary_is_one_durable_write_before_the_next_step_acts
         finished = [n for n, state in states.items() if state == "Done" and before.get(n) != "Done"]
         if not finished:
             continue
-        boundaries += 1
+        completions.append(finished)
         if finished[-1] == "unlock":
             assert patch["phase"] == "Succeeded"
         else:
             assert "Running" in states.values(), (finished, states)
-    assert boundaries == len(STEPS) - 1  # every step but the skipped offsetSyncs, one write each
+    # one write per step that acts, each carrying the completions since the previous one
+    assert completions == [["lock", "inspect", "backup"], ["stop"], ["reset"], ["resume", "verify"], ["unlock"]]
 
 
 async def test_alter_changes_only_the_named_partitions(world: ResetWorld) -> None:
@@ -496,7 +517,8 @@ async def test_a_backup_taken_before_a_crash_is_kept_not_retaken(world: ResetWor
     world.crash_on_event("StepBackup")  # the ConfigMap exists, the step's Done is not stored
     with pytest.raises(Crash):
         await world.run()
-    assert world.step("backup")["state"] == "Running"
+    # the backup's start rides on the write before the stop: the lock step is what was recorded
+    assert (world.step("lock")["state"], world.step("backup")["state"]) == ("Running", "Pending")
     first = world.backup()
     # the connector ran on while the operator was down and moved on
     world.connect.connectors[NAME].offsets.clear()
@@ -505,11 +527,22 @@ async def test_a_backup_taken_before_a_crash_is_kept_not_retaken(world: ResetWor
     assert await world.run() is True  # the operator restarted: kopf's resume handler
     assert world.backup() == first  # never overwritten: the offsets from before anything changed
     assert world.backup()["connectors"][NAME]["offsets"] == SOURCE_OFFSETS
-    assert world.step("backup")["attempts"] == 2
+    assert (world.step("lock")["attempts"], world.step("backup")["attempts"]) == (2, 1)
     assert "kept the backup already taken by this reset" in world.step("backup")["message"]
     assert [c[0] for c in world.kube.calls].count("create_config_map") == 2
     assert world.status()["phase"] == "Succeeded"
     assert world.offsets(NAME) == []
+
+
+async def test_the_backup_saves_the_offsets_the_plan_was_made_from_read_once(world: ResetWorld) -> None:
+    """Before the stop, Connect's offsets are read once: the plan and the backup come from the
+    same answer (a second read would only add time while the connector still runs)."""
+    world.create(reset_spec())
+    assert await world.run() is True
+    calls = [c.method for c in world.connect.calls]
+    assert calls[: calls.index("stop")].count("get_offsets") == 1
+    assert world.backup()["connectors"][NAME]["offsets"] == SOURCE_OFFSETS
+    assert world.status()["plan"]["current"][NAME] == SOURCE_OFFSETS
 
 
 async def test_a_foreign_configmap_with_the_backup_name_is_refused(world: ResetWorld) -> None:
@@ -769,8 +802,9 @@ async def test_a_crash_after_the_reset_acted_reruns_only_that_step(world: ResetW
     assert world.writes() == ["stop", "delete_offsets", "delete_offsets", "resume"]
     assert world.step("reset")["attempts"] == 2
     assert all(world.step(s)["attempts"] == 1 for s in ("lock", "inspect", "backup", "stop", "resume"))
+    # the first call's answer was lost with the crash: it stays "may have changed"
     assert [(c["call"], c["state"]) for c in world.status()["changes"]] == [
-        ("DELETE offsets", "Done"),
+        ("DELETE offsets", "Started"),
         ("DELETE offsets", "Done"),
     ]
     assert [c[0] for c in world.kube.calls].count("create_config_map") == 1

@@ -39,6 +39,7 @@ from connectops.models.connect_cluster import Capabilities, ConnectClusterSpec
 from connectops.planning.connector import capabilities_for
 from connectops.planning.ownership import Claim
 from connectops.planning.urls import url_allowed
+from connectops.reconcilers.common import each
 from connectops.redact import Redactor
 from connectops.settings import Settings
 from connectops.validation import describe_validation_error
@@ -221,14 +222,35 @@ class ClusterRegistry:
                 )
         return spec
 
+    async def _secrets(self, namespace: str, spec: ConnectClusterSpec) -> dict[str, dict[str, str]]:
+        """Every Secret value the spec names, by Secret and key: each Secret read once, all at
+        once (a reset reads its cluster afresh before it locks, while its connector still runs).
+        A missing one fails as the first of them in the spec's order would have."""
+        refs: list[tuple[str, str]] = []
+        if spec.basic_auth:
+            ba = spec.basic_auth
+            refs += [(ba.secret_name, ba.username_key), (ba.secret_name, ba.password_key)]
+        if spec.kafka is not None:
+            refs += [(ref.name, ref.key) for _, ref in sorted(spec.kafka.config_from.items())]
+        if spec.tls and not spec.tls.insecure_skip_verify and spec.tls.ca_secret_ref:
+            refs.append((spec.tls.ca_secret_ref.name, spec.tls.ca_secret_ref.key))
+        wanted: dict[str, list[str]] = {}
+        for name, key in refs:
+            keys = wanted.setdefault(name, [])
+            if key not in keys:
+                keys.append(key)
+        values = await each(self._kube.secret_values(namespace, n, k) for n, k in wanted.items())
+        return dict(zip(wanted, values, strict=True))
+
     async def _resolve(self, namespace: str, name: str) -> ClusterHandle:
         spec = self._checked_spec(name, await self._kube.connect_cluster(namespace, name))
+        ca_ref = spec.tls.ca_secret_ref if spec.tls and not spec.tls.insecure_skip_verify else None
+        read = await self._secrets(namespace, spec)
         secrets: list[str] = []
         auth: tuple[str, str] | None = None
         if spec.basic_auth:
-            ba = spec.basic_auth
-            values = await self._kube.secret_values(namespace, ba.secret_name, [ba.username_key, ba.password_key])
-            user, password = values[ba.username_key], values[ba.password_key]
+            ba = read[spec.basic_auth.secret_name]
+            user, password = ba[spec.basic_auth.username_key], ba[spec.basic_auth.password_key]
             auth = (user, password)
             secrets.append(password)
         kafka_config: dict[str, str] = {}
@@ -236,17 +258,14 @@ class ClusterRegistry:
             kafka_config = dict(spec.kafka.config)
             for setting, ref in sorted(spec.kafka.config_from.items()):
                 # a credential (sasl.password, ssl.key.password): redacted wherever it could surface
-                kafka_config[setting] = await self._kube.secret_value(namespace, ref.name, ref.key)
+                kafka_config[setting] = read[ref.name][ref.key]
                 secrets.append(kafka_config[setting])
         verify: bool | str = True
         ca_pem = ""
-        if spec.tls:
-            if spec.tls.insecure_skip_verify:
-                verify = False
-            elif spec.tls.ca_secret_ref:
-                ca_pem = await self._kube.secret_value(
-                    namespace, spec.tls.ca_secret_ref.name, spec.tls.ca_secret_ref.key
-                )
+        if spec.tls and spec.tls.insecure_skip_verify:
+            verify = False
+        elif ca_ref:
+            ca_pem = read[ca_ref.name][ca_ref.key]
         fingerprint = hashlib.sha256(
             "\x00".join([spec.model_dump_json(), auth[0] if auth else "", *secrets, ca_pem]).encode()
         ).hexdigest()

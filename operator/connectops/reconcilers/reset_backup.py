@@ -72,7 +72,11 @@ class BackupStore:
         total = 0
         for connector in run.connectors:
             kind = run.kind(connector)
-            entry: dict[str, Any] = {"kind": kind, "offsets": await client.get_offsets(connector)}
+            read = run.offsets_read.get(connector)
+            entry: dict[str, Any] = {
+                "kind": kind,
+                "offsets": read if read is not None else await client.get_offsets(connector),
+            }
             total += len(entry["offsets"])
             if run.plan.strategy == "tombstone" and run.kafka is not None:
                 if kind == "sink":

@@ -2,9 +2,11 @@
 
 Recording: a call is written to ``status.changes`` as Started before it is sent and as Done (with
 Connect's answer) or Refused after, so the failure path knows whether offsets may already have
-changed, even after a crash. Read-back: while the connector is still stopped, the whole
-connector's offsets are read from Connect's ``GET /offsets`` and, with Kafka access, from Kafka
-itself, and compared with what the plan says every partition must hold afterwards.
+changed, even after a crash. The Started record is written before the call; the answer rides on
+the next write (see :meth:`OffsetChanges.change`). Read-back: while the connector is still
+stopped, the whole connector's offsets are read from Connect's ``GET /offsets`` and, with Kafka
+access, from Kafka itself, and compared with what the plan says every partition must hold
+afterwards.
 """
 
 from __future__ import annotations
@@ -53,7 +55,10 @@ class OffsetChanges:
         await self._kube.patch_status(namespace, PLURAL, name, status.for_storage(*fields))
 
     async def store(self, run: Run, *fields: str) -> None:
-        await self.save(run.namespace, run.name, run.status, *fields)
+        """Store ``fields`` of the run's status, or all of it when something not written yet
+        rides along (``run.unsaved``)."""
+        await self.save(run.namespace, run.name, run.status, *(() if run.unsaved else fields))
+        run.unsaved = False
 
     async def change(
         self, run: Run, connector: str, call: str, partitions: int, act: Callable[[], Awaitable[Any]]
@@ -78,7 +83,10 @@ class OffsetChanges:
             entry.confirmed_by_connector = confirmation(result)
             if entry.confirmed_by_connector is False:
                 self._external_offsets_condition(run)
-        await self.store(run, "changes", "conditions")
+        # The answer rides on the next write, which comes before the next offsets call or the
+        # next step that acts: until then the entry reads Started, "may have changed", which is
+        # what a crash in between must mean anyway (the answer was not kept).
+        run.unsaved = True
         return result
 
     @staticmethod

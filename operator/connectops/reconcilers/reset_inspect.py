@@ -56,6 +56,7 @@ class Inspector:
         )
         (version, caps), managed, per_connector = unwrap(server), unwrap(specs), unwrap(reads)
         current = dict(zip(run.connectors, unwrap(offsets), strict=True))
+        run.offsets_read = current
         targets = []
         roles = mirror_roles(run.spec)
         for connector, (info, state) in zip(run.connectors, per_connector, strict=True):

@@ -133,6 +133,14 @@ class Run:
     #: masks every secret value the reset holds in the texts it writes (status, Events): the
     #: ConnectCluster's and the reset's own (mirrorMaker2 configFrom), added when read
     redactor: Redactor = field(default_factory=Redactor)
+    #: changes to ``status`` not written yet that must ride on the next write, whatever that
+    #: write is for (a step boundary the machine did not write on its own, an offsets call's
+    #: answer); see ``OffsetResetExecutor._execute`` for which ones may wait
+    unsaved: bool = False
+    #: each connector's offsets as Connect answered the inspect step of this very execution (not
+    #: stored: a rerun from status reads them again); the backup saves these, the same offsets
+    #: the plan was made from, without a second read while the connector still runs
+    offsets_read: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.redactor.include(self.cluster.redactor)

@@ -32,6 +32,8 @@ class Settings:
     retry_max_seconds: float = field(default_factory=lambda: _float("CONNECTOPS_RETRY_MAX_SECONDS", 300.0))
     #: in-flight REST calls per Connect worker group
     connect_concurrency: int = field(default_factory=lambda: _int("CONNECTOPS_CONNECT_CONCURRENCY", 8))
+    #: kopf's API requests waiting for an answer at once (see kopf_fixes.bound_requests)
+    kube_api_concurrency: int = field(default_factory=lambda: _int("CONNECTOPS_KUBE_API_CONCURRENCY", 32))
     #: the largest answer read from a Connect endpoint (a worker, or whatever a restUrl points at)
     connect_max_response_bytes: int = field(
         default_factory=lambda: _int("CONNECTOPS_CONNECT_MAX_RESPONSE_BYTES", 32 << 20)

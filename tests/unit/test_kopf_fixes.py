@@ -141,3 +141,33 @@ def test_the_kept_body_loses_managed_fields_only() -> None:
     assert raw["metadata"] == {"name": "c", "namespace": "ns", "uid": "u", "annotations": {"a": "b"}}
     assert body["spec"] == {"class": "X"}
     kopf_fixes.forget_managed_fields({"metadata": "not a dict"})  # anything else: left alone
+
+
+async def test_kopf_api_requests_wait_for_a_slot_and_a_stream_holds_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    """kopf's get/patch/post/stream all send through ``api.request``; bounded, at most ``limit``
+    wait for an answer at once, every one is answered, and a watch whose headers have come holds
+    no slot while its stream is read."""
+    from kopf._cogs.clients import api
+
+    in_flight, most, answered = 0, 0, 0
+
+    async def request(method: str, url: str, **_: Any) -> str:
+        nonlocal in_flight, most, answered
+        in_flight += 1
+        most = max(most, in_flight)
+        await asyncio.sleep(0.01)
+        in_flight -= 1
+        answered += 1
+        return f"{method} {url}"
+
+    monkeypatch.setattr(api, "request", request)  # kopf's own, put back after the test
+    assert kopf_fixes.bound_requests(4) is True
+    assert api.request is not request
+    assert kopf_fixes.bound_requests(4) is True  # once only: not wrapped twice
+
+    # watches that have their headers and read their streams for as long as the test runs
+    streams = [await api.request("get", f"/watch/{i}") for i in range(8)]
+    assert streams[0] == "get /watch/0"
+    answers = await asyncio.gather(*(api.request("patch", f"/o/{i}") for i in range(50)))
+    assert answers == [f"patch /o/{i}" for i in range(50)]
+    assert (most, answered) == (4, 58)

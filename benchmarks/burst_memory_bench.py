@@ -16,6 +16,13 @@ rebalance per connector on Tansu).
     .venv/bin/python benchmarks/burst_memory_bench.py --connectors 300 --rounds 1
     .venv/bin/python benchmarks/burst_memory_bench.py --smoke         # 20 each, 2 s period
     .venv/bin/python benchmarks/burst_memory_bench.py --rounds 1 --trim-seconds 60   # the default period
+
+``--compare KEY=VALUE``: instead of trim off vs on, an operator with that setting (the baseline)
+vs one with this tree's defaults, both trimming; ``--at-start`` starts the burst with the
+operator (its first listing meets the creations) instead of once it is idle. Written to
+``burst_memory_compare`` (not the table's row):
+
+    .venv/bin/python benchmarks/burst_memory_bench.py --at-start --compare CONNECTOPS_KUBE_API_CONCURRENCY=100000
 """
 
 from __future__ import annotations
@@ -33,12 +40,26 @@ from harness import Bench, bench_env, connector_ready, log, rss_mib, table, vm_h
 TARGET_RSS_MIB = 150  # issue 17: RSS at 1,000 Connectors
 
 
-def burst(bench: Bench, n: int, trim_seconds: float, settle: float, label: str) -> dict[str, Any]:
+def burst(
+    bench: Bench,
+    n: int,
+    trim_seconds: float,
+    settle: float,
+    label: str,
+    *,
+    at_start: bool = False,
+    env: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """``at_start``: the creations begin as the operator starts (its first listing meets them,
+    as when it restarts during a GitOps sync), not once it is idle."""
     ns = bench.namespace(f"burst-{label}")
     bench.cluster(ns)
-    operator = bench.operator([ns], CONNECTOPS_MALLOC_TRIM_SECONDS=str(trim_seconds), MALLOC_ARENA_MAX="2")
+    operator = bench.operator(
+        [ns], CONNECTOPS_MALLOC_TRIM_SECONDS=str(trim_seconds), MALLOC_ARENA_MAX="2", **(env or {})
+    )
     operator.start()
-    time.sleep(5)  # started and idle
+    if not at_start:
+        time.sleep(5)  # started and idle
     idle = rss_mib(operator.pid)
     names = [f"{label}-{i:04d}" for i in range(n)]
     started = time.monotonic()
@@ -79,42 +100,53 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trim-seconds", type=float, default=30.0, help="the trim period of the 'on' operator")
     parser.add_argument("--smoke", action="store_true", help="20 Connectors, a 2 s period, one round (CI)")
     parser.add_argument("--output", type=Path)
+    parser.add_argument("--at-start", action="store_true", help="the burst begins as the operator starts")
+    parser.add_argument("--compare", metavar="KEY=VALUE", help="baseline: this setting; instead of trim off/on")
     args = parser.parse_args(argv)
     n, rounds, period = (20, 1, 2.0) if args.smoke else (args.connectors, args.rounds, args.trim_seconds)
     # two periods and more: the first trim can come before the burst's memory is let go (the
     # resync's first pass, kopf's idle workers); a run at 60 s measured 70 s after Ready saw one
     # trim 24 s after Ready and no change (benchmarks/README.md)
     settle = 2 * period + 10
+    if args.compare:
+        key, _, value = args.compare.partition("=")
+        variants = {"baseline": (period, {key: value}), "this": (period, {})}
+    else:
+        variants = {"off": (0.0, {}), "on": (period, {})}
 
-    runs: dict[str, list[dict[str, Any]]] = {"off": [], "on": []}
+    runs: dict[str, list[dict[str, Any]]] = {v: [] for v in variants}
     with bench_env(standalone_connect=True) as bench:
         for r in range(rounds):
-            order = ("off", "on") if r % 2 == 0 else ("on", "off")
+            order = list(variants) if r % 2 == 0 else list(reversed(variants))
             for variant in order:
-                trim = 0.0 if variant == "off" else period
-                runs[variant].append(burst(bench, n, trim, settle, f"{variant}{r}"))
+                trim, env = variants[variant]
+                runs[variant].append(burst(bench, n, trim, settle, f"{variant}{r}", at_start=args.at_start, env=env))
         hygiene = bench.hygiene()
 
     def median(variant: str, key: str) -> float:
         return statistics.median(run[key] for run in runs[variant])
 
+    base, this = list(variants)
     result: dict[str, Any] = {
         "connectors": n,
         "rounds": rounds,
         "trim_seconds": period,
         "settle_seconds": settle,
+        "at_start": args.at_start,
+        "compare": args.compare,
         "runs": runs,
         "rss_after_settle_mib": {v: median(v, "rss_after_settle_mib") for v in runs},
         "peak_rss_mib": {v: median(v, "peak_rss_mib") for v in runs},
-        "ratio_on_vs_off": median("on", "rss_after_settle_mib") / median("off", "rss_after_settle_mib"),
+        f"ratio_{this}_vs_{base}": median(this, "rss_after_settle_mib") / median(base, "rss_after_settle_mib"),
+        "peak_ratio": median(this, "peak_rss_mib") / median(base, "peak_rss_mib"),
         "target_rss_mib": TARGET_RSS_MIB,
-        "target_met": median("on", "rss_after_settle_mib") < TARGET_RSS_MIB,
+        "target_met": median(this, "rss_after_settle_mib") < TARGET_RSS_MIB,
         "hygiene": hygiene,
     }
-    write_result("burst_memory", result, args.output)
+    write_result("burst_memory_compare" if args.compare else "burst_memory", result, args.output)
     print(
         table(
-            ["heap trim", "RSS at Ready MiB", f"RSS {settle:.0f} s later MiB", "peak MiB"],
+            [args.compare or "heap trim", "RSS at Ready MiB", f"RSS {settle:.0f} s later MiB", "peak MiB"],
             [
                 [
                     v,
@@ -122,11 +154,14 @@ def main(argv: list[str] | None = None) -> int:
                     result["rss_after_settle_mib"][v],
                     result["peak_rss_mib"][v],
                 ]
-                for v in ("off", "on")
+                for v in variants
             ],
         )
     )
-    print(f"RSS after the burst, trim on / off: {result['ratio_on_vs_off']:.2f}x (median of {rounds})")
+    print(
+        f"RSS after the burst, {this} / {base}: {result[f'ratio_{this}_vs_{base}']:.2f}x, peak "
+        f"{result['peak_ratio']:.2f}x (median of {rounds})"
+    )
     return 1 if hygiene["hits"] else 0
 
 

@@ -208,6 +208,22 @@ def report(results: Path) -> tuple[str, dict[str, Any]]:
                 met(bm["target_met"]),
             ]
         )
+    if bc := load(results, "burst_memory_compare"):
+        # burst_memory_bench.py --at-start --compare KEY=VALUE (its own command, no CI smoke)
+        hygiene(bc)
+        after, peak = bc["rss_after_settle_mib"], bc["peak_rss_mib"]
+        when = "as the operator starts" if bc["at_start"] else "to an idle operator"
+        rows.append(
+            [
+                f"Operator peak RSS, a burst of {bc['connectors']:,} creations {when}: this tree vs "
+                f"{bc['compare']} (RSS {bc['settle_seconds']:.0f} s after Ready)",
+                f"peak < {bc['target_rss_mib']} MiB",
+                f"peak {peak['this']:.0f} vs {peak['baseline']:.0f} MiB (then {after['this']:.0f} vs "
+                f"{after['baseline']:.0f})",
+                f"{bc['peak_ratio']:.2f}x peak",
+                met(peak["this"] < bc["target_rss_mib"]),
+            ]
+        )
     if t := load(results, "tombstone_scan"):
         c, k = t["results"]["connectops"], t["results"]["kcat"]
         rows.append(

@@ -100,9 +100,9 @@ DOWNTIME_POLL_HOLD = 15.0
 #: (OffsetChanges.change), and that write carries the step's start. After a crash in one of
 #: them, the status shows the last step that wrote as Running, and that step runs again (each
 #: is idempotent: taking a lock this reset holds, stopping a stopped connector, resuming a
-#: running one). What must precede the first stop, the first offsets call and the unlock is
-#: still written before them. Each saved write is one API round trip on the reset's critical
-#: path (~5-10 ms; four of them between the create and the resume).
+#: running one). What must precede the Lease, the stop, each offsets call, the resume and the
+#: unlock is still written before them. Each saved write is one API round trip on the reset's
+#: critical path (~5-10 ms; four of them between the create and the resume).
 UNWRITTEN_STARTS = frozenset({Step.INSPECT, Step.BACKUP, Step.RESET, Step.VERIFY})
 
 

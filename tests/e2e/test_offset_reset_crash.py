@@ -44,13 +44,13 @@ def crash_env(kube: KubeAPI, kube_client: Any, crds: None, tmp_path: Path) -> It
 # step's start.
 BOUNDARIES = [(s, "effects") for s in STEPS] + [(Step.STOP, "done"), (Step.RESET, "done")]
 # Which step the API server shows Running at each crash: the last one whose start was written.
-# The starts of inspect, backup, reset and verify are not written on their own (nothing to
-# redo, or redone by name, or each offsets call written before it is sent): they ride on the
-# next write, so a crash in them shows the step before, which then runs again.
+# The starts of backup, reset and verify are not written on their own (found again by name,
+# each offsets call written before it is sent, nothing to redo): they ride on the next write,
+# so a crash in them shows the step before, which then runs again.
 RECORDED = {
     (Step.LOCK, "effects"): Step.LOCK,
-    (Step.INSPECT, "effects"): Step.LOCK,
-    (Step.BACKUP, "effects"): Step.LOCK,
+    (Step.INSPECT, "effects"): Step.INSPECT,
+    (Step.BACKUP, "effects"): Step.INSPECT,
     (Step.STOP, "effects"): Step.STOP,
     (Step.STOP, "done"): Step.STOP,
     (Step.RESET, "effects"): Step.RESET,

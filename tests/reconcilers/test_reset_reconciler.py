@@ -136,9 +136,9 @@ async def test_reset_runs_every_step_and_resumes(world: ResetWorld) -> None:
 async def test_each_step_boundary_is_one_durable_write_before_the_next_step_acts(world: ResetWorld) -> None:
     """A step's completion and the next step's start go in one status write (each write is
     downtime while the connector is stopped), and that write lands before the next step acts.
-    The starts of the steps that need no write of their own (inspect and verify change nothing,
-    the backup is found again by name, the reset step writes each offsets call before sending
-    it) ride on the next write: fewer writes, never a call the status does not announce."""
+    The starts of the steps that need no write of their own (verify changes nothing, the backup
+    is found again by name, the reset step writes each offsets call before sending it) ride on
+    the next write: fewer writes, never a call the status does not announce."""
     seen_at_call: dict[str, dict[str, Any]] = {}
 
     def recorded() -> dict[str, Any]:
@@ -198,7 +198,7 @@ async def test_each_step_boundary_is_one_durable_write_before_the_next_step_acts
         else:
             assert "Running" in states.values(), (finished, states)
     # one write per step that acts, each carrying the completions since the previous one
-    assert completions == [["lock", "inspect", "backup"], ["stop"], ["reset"], ["resume", "verify"], ["unlock"]]
+    assert completions == [["lock"], ["inspect", "backup"], ["stop"], ["reset"], ["resume", "verify"], ["unlock"]]
 
 
 async def test_alter_changes_only_the_named_partitions(world: ResetWorld) -> None:
@@ -517,8 +517,8 @@ async def test_a_backup_taken_before_a_crash_is_kept_not_retaken(world: ResetWor
     world.crash_on_event("StepBackup")  # the ConfigMap exists, the step's Done is not stored
     with pytest.raises(Crash):
         await world.run()
-    # the backup's start rides on the write before the stop: the lock step is what was recorded
-    assert (world.step("lock")["state"], world.step("backup")["state"]) == ("Running", "Pending")
+    # the backup's start rides on the write before the stop: the inspect step is what was recorded
+    assert (world.step("inspect")["state"], world.step("backup")["state"]) == ("Running", "Pending")
     first = world.backup()
     # the connector ran on while the operator was down and moved on
     world.connect.connectors[NAME].offsets.clear()
@@ -527,7 +527,7 @@ async def test_a_backup_taken_before_a_crash_is_kept_not_retaken(world: ResetWor
     assert await world.run() is True  # the operator restarted: kopf's resume handler
     assert world.backup() == first  # never overwritten: the offsets from before anything changed
     assert world.backup()["connectors"][NAME]["offsets"] == SOURCE_OFFSETS
-    assert (world.step("lock")["attempts"], world.step("backup")["attempts"]) == (2, 1)
+    assert (world.step("inspect")["attempts"], world.step("backup")["attempts"]) == (2, 1)
     assert "kept the backup already taken by this reset" in world.step("backup")["message"]
     assert [c[0] for c in world.kube.calls].count("create_config_map") == 2
     assert world.status()["phase"] == "Succeeded"

@@ -94,16 +94,18 @@ DOWNTIME_POLL = 0.025
 DOWNTIME_POLL_HOLD = 15.0
 
 #: Steps whose start is not written on its own: it rides on the next write. A step's start must
-#: be durable before the step acts only when a rerun could not tell that it acted. The inspect
-#: and verify steps change nothing; the backup's ConfigMap is named after the reset and never
-#: overwritten, so a rerun finds it; the reset step writes every offsets call before sending it
-#: (OffsetChanges.change), and that write carries the step's start. After a crash in one of
-#: them, the status shows the last step that wrote as Running, and that step runs again (each
-#: is idempotent: taking a lock this reset holds, stopping a stopped connector, resuming a
-#: running one). What must precede the Lease, the stop, each offsets call, the resume and the
-#: unlock is still written before them. Each saved write is one API round trip on the reset's
-#: critical path (~5-10 ms; four of them between the create and the resume).
-UNWRITTEN_STARTS = frozenset({Step.INSPECT, Step.BACKUP, Step.RESET, Step.VERIFY})
+#: be durable before the step acts only when a rerun could not tell that it acted, and the step
+#: before it must have its outcome written when a rerun could not tell it again. The backup's
+#: ConfigMap is named after the reset and never overwritten, so a rerun finds it; the reset step
+#: writes every offsets call before sending it (OffsetChanges.change), and that write carries
+#: the step's start; verify changes nothing. What they follow is reproducible: a second inspect
+#: makes the same plan, a stopped connector stops again, a running one resumes again. (Inspect's
+#: start is written: it carries the lock step's outcome, e.g. "took over the lock left by ...",
+#: which a rerun, now the holder, could not tell again.) After a crash in one of them, the
+#: status shows the step before as Running, and that step runs again. What must precede the
+#: Lease, the stop, each offsets call, the resume and the unlock is still written before them.
+#: Each saved write is one API round trip on the reset's critical path (~5-10 ms).
+UNWRITTEN_STARTS = frozenset({Step.BACKUP, Step.RESET, Step.VERIFY})
 
 
 class OffsetResetExecutor:

@@ -35,6 +35,7 @@ from connectops.adapters.kafka.status_topic import StatusTopic
 from connectops.adapters.kube import KubeClient
 from connectops.errors import SpecInvalid, UrlNotAllowed
 from connectops.failures import ConnectopsError
+from connectops.models.base import SecretKeyRef
 from connectops.models.connect_cluster import Capabilities, ConnectClusterSpec
 from connectops.planning.connector import capabilities_for
 from connectops.planning.ownership import Claim
@@ -173,6 +174,11 @@ class ClusterHandle:
         return self._kafka_cluster_id or ""
 
 
+def _ca_ref(spec: ConnectClusterSpec) -> SecretKeyRef | None:
+    """The Secret key holding the CA to verify Connect with; none when verification is off."""
+    return spec.tls.ca_secret_ref if spec.tls and not spec.tls.insecure_skip_verify else None
+
+
 class ClusterRegistry:
     def __init__(
         self, kube: KubeClient, settings: Settings, *, client_factory: ConnectClientFactory = ConnectClient
@@ -232,8 +238,8 @@ class ClusterRegistry:
             refs += [(ba.secret_name, ba.username_key), (ba.secret_name, ba.password_key)]
         if spec.kafka is not None:
             refs += [(ref.name, ref.key) for _, ref in sorted(spec.kafka.config_from.items())]
-        if spec.tls and not spec.tls.insecure_skip_verify and spec.tls.ca_secret_ref:
-            refs.append((spec.tls.ca_secret_ref.name, spec.tls.ca_secret_ref.key))
+        if ca_ref := _ca_ref(spec):
+            refs.append((ca_ref.name, ca_ref.key))
         wanted: dict[str, list[str]] = {}
         for name, key in refs:
             keys = wanted.setdefault(name, [])
@@ -244,7 +250,7 @@ class ClusterRegistry:
 
     async def _resolve(self, namespace: str, name: str) -> ClusterHandle:
         spec = self._checked_spec(name, await self._kube.connect_cluster(namespace, name))
-        ca_ref = spec.tls.ca_secret_ref if spec.tls and not spec.tls.insecure_skip_verify else None
+        ca_ref = _ca_ref(spec)
         read = await self._secrets(namespace, spec)
         secrets: list[str] = []
         auth: tuple[str, str] | None = None

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from connectops.adapters.connect_rest import ConnectRejected, ConnectUnavailable
 from connectops.adapters.kafka import GroupActive, KafkaAccessDenied, KafkaUnavailable
-from connectops.adapters.kube import KubeError, KubeObjectMissing
+from connectops.adapters.kube import KubeError, KubeObjectMissing, KubeUnavailable
 from connectops.errors import NotReadyYet, ReferenceInvalid, as_kopf_error
 from connectops.models.offset_reset import OffsetResetSpec
 from connectops.planning.ownership import Claim
@@ -199,6 +199,16 @@ async def test_each_step_boundary_is_one_durable_write_before_the_next_step_acts
             assert "Running" in states.values(), (finished, states)
     # one write per step that acts, each carrying the completions since the previous one
     assert completions == [["lock"], ["inspect", "backup"], ["stop"], ["reset"], ["resume", "verify"], ["unlock"]]
+    # the reset's acceptance (its spec's hash, its steps) rides on the lock step's start: the
+    # first write of all already has the lock Running, and nothing was called before it but reads
+    first = next(
+        patch
+        for namespace, plural, name, patch in world.kube.status_patches
+        if (namespace, plural, name) == (NAMESPACE, "offsetresets", RESET)
+    )
+    assert first["specHash"]
+    assert first["executedSpec"]
+    assert {s["name"]: s["state"] for s in first["steps"]}["lock"] == "Running"
 
 
 async def test_alter_changes_only_the_named_partitions(world: ResetWorld) -> None:
@@ -490,6 +500,9 @@ async def test_a_missing_connector_object_waits_then_runs(world: ResetWorld) -> 
     assert world.status()["phase"] == "Pending"
     assert world.condition("Succeeded")["reason"] == "ReferenceNotFound"
     assert world.connect.writes() == []
+    # the wait's write is the reset's first: it carries the acceptance (spec hash, steps)
+    assert world.status()["specHash"]
+    assert world.steps() == dict.fromkeys(STEPS, "Pending")
 
     world.add_connector_object(
         "orders-obj",
@@ -1265,3 +1278,22 @@ async def test_an_offsets_topic_that_is_not_there_is_refused_before_any_change(
     assert cond["reason"] == "InspectFailed"
     assert "'connect-offsets' (ConnectCluster main spec.topics.offsets) does not exist" in cond["message"]
     assert world.kube.leases == {}
+
+
+async def test_a_new_reset_that_cannot_read_its_references_says_it_started(world: ResetWorld) -> None:
+    """Its acceptance rides on the lock step's start, but a failure before that (here the API
+    server not answering the ConnectCluster read) still writes it, so the object says what it
+    is doing while kopf retries; nothing was locked or called."""
+    world.create(reset_spec())
+    world.kube.fail_next("connect_cluster", KubeUnavailable("get connectclusters: HTTP 503"))
+    with pytest.raises(KubeUnavailable):
+        await world.run()
+    status = world.status()
+    assert status["phase"] == "Running"
+    assert status["specHash"]
+    assert world.steps() == dict.fromkeys(STEPS, "Pending")
+    assert world.condition("Succeeded")["reason"] == "Running"
+    assert world.connect.writes() == []
+    assert not [c for c in world.kube.calls if c[0] == "acquire_lock"]
+    assert await world.run() is True  # kopf's retry
+    assert world.status()["phase"] == "Succeeded"

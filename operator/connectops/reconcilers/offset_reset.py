@@ -171,7 +171,11 @@ class OffsetResetExecutor:
                 namespace, name, status, "phase", "spec_hash", "executed_spec", "observed_generation", "conditions"
             )
             return False
-        if not status.spec_hash:
+        # A new reset's acceptance (its spec, its steps) is written with the first thing that
+        # happens next: the lock step's start, or why it waits or refused. Nothing is changed
+        # before then, so a crash in between leaves a reset that starts afresh.
+        fresh = not status.spec_hash
+        if fresh:
             status.phase = "Running"
             status.spec_hash = spec_hash(raw_spec)
             status.executed_spec = raw_spec
@@ -179,15 +183,14 @@ class OffsetResetExecutor:
             status.steps = [StepStatus(name=str(s)) for s in Step]
             conditions.set("Succeeded", None, "Running", "reset started")
             status.conditions = conditions.items
-            await self._save(namespace, name, status)
             emit("Normal", "Started", f"offset {spec.action} started")
 
-        try:
-            connector, cluster, (mirror_config, secrets) = await self._references(namespace, spec)
-        except (KubeObjectMissing, SecretKeyMissing, SpecInvalid) as exc:
-            raise await self._wait_for_reference(namespace, name, status, conditions, exc) from None
-        not_started = all(step.state == "Pending" for step in status.steps)
-        elsewhere = await self._managed_elsewhere(namespace, spec, connector, cluster, claims) if not_started else []
+        def written(*fields: str) -> tuple[str, ...]:
+            return () if fresh else fields  # a fresh status is written whole
+
+        (connector, cluster, (mirror_config, secrets)), elsewhere = await self._targets(
+            namespace, name, spec, status, conditions, claims, written
+        )
         if elsewhere:
             # nothing is locked or stopped yet: refuse for good (retrying cannot change who owns it)
             message = (
@@ -197,7 +200,7 @@ class OffsetResetExecutor:
             conditions.set("Succeeded", False, "ManagedElsewhere", message, event_on_change=True, warning=True)
             status.phase = "Failed"
             status.conditions = conditions.items
-            await self._save(namespace, name, status, "phase", "conditions")
+            await self._save(namespace, name, status, *written("phase", "conditions"))
             return False
         run = Run(
             namespace,
@@ -212,6 +215,7 @@ class OffsetResetExecutor:
             redactor=Redactor(secrets),
         )
         run.status.phase = "Running"  # from Pending, if it waited for its target
+        run.unsaved = fresh
         if not run.status.connectors:
             run.status.connectors = self._connector_names(spec, connector)
         if cluster.spec.kafka is not None:
@@ -219,6 +223,39 @@ class OffsetResetExecutor:
         run.kafka_factory = self._kafka_factory
         await self._execute(run, body)
         return True
+
+    async def _targets(
+        self,
+        namespace: str,
+        name: str,
+        spec: OffsetResetSpec,
+        status: OffsetResetStatus,
+        conditions: Conditions,
+        claims: Mapping[str, Iterable[Claim]] | None,
+        written: Callable[..., tuple[str, ...]],
+    ) -> tuple[tuple[str, ClusterHandle, tuple[dict[str, dict[str, str]], list[str]]], list[str]]:
+        """The references (see :meth:`_references`) and, before any step ran, the connectors a
+        Connector object of another namespace manages. A new reset (``written`` says fields are
+        written whole) whose reads fail is written before kopf retries: the object says what it is
+        doing meanwhile, as if its acceptance had been written first."""
+        said = False
+        try:
+            try:
+                references = await self._references(namespace, spec)
+            except (KubeObjectMissing, SecretKeyMissing, SpecInvalid) as exc:
+                error = await self._wait_for_reference(namespace, name, status, conditions, exc, written)
+                said = True
+                raise error from None
+            connector, cluster, _ = references
+            not_started = all(step.state == "Pending" for step in status.steps)
+            elsewhere = (
+                await self._managed_elsewhere(namespace, spec, connector, cluster, claims) if not_started else []
+            )
+        except BaseException:
+            if not said and not written():
+                await self._save(namespace, name, status)
+            raise
+        return references, elsewhere
 
     async def _ignore_spec_change(
         self, namespace: str, name: str, status: OffsetResetStatus, conditions: Conditions
@@ -284,7 +321,13 @@ class OffsetResetExecutor:
         return names
 
     async def _wait_for_reference(
-        self, namespace: str, name: str, status: OffsetResetStatus, conditions: Conditions, exc: ConnectopsError
+        self,
+        namespace: str,
+        name: str,
+        status: OffsetResetStatus,
+        conditions: Conditions,
+        exc: ConnectopsError,
+        written: Callable[..., tuple[str, ...]],
     ) -> ConnectopsError:
         """Nothing is locked or stopped yet. Say why on the object; the caller raises what this
         returns, so kopf retries with back-off: the reference may appear or be fixed, as in a
@@ -293,7 +336,7 @@ class OffsetResetExecutor:
         conditions.set("Succeeded", None, reason, f"{exc}; retrying", event_on_change=True, warning=True)
         status.phase = "Pending"
         status.conditions = conditions.items
-        await self._save(namespace, name, status, "phase", "conditions")
+        await self._save(namespace, name, status, *written("phase", "conditions"))
         # the invalid object is another one: a kopf-permanent failure would never look again
         return ReferenceInvalid(str(exc)) if isinstance(exc, SpecInvalid) else exc
 

@@ -229,7 +229,6 @@ async def _reconcile_connector(
     locked: bool = False,
 ) -> None:
     rt = runtime()
-    obj = ConnectorObject.from_body(body)
     corrected: list[str] = []
     emit = _emitter(body)
 
@@ -248,6 +247,10 @@ async def _reconcile_connector(
             contextlib.nullcontext() if locked else rt.locks[body["metadata"]["uid"]]
         )
         async with lock, slot:
+            # read once a slot is held: at start-up every object waits here at once, and what
+            # each built before its turn was held by all of them together (a restart with
+            # 10,000 Connectors peaked ~60 MiB higher, restart_bench.py)
+            obj = ConnectorObject.from_body(body)
             outcome = await rt.connectors.reconcile(
                 obj,
                 counting,

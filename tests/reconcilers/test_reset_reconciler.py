@@ -1297,3 +1297,24 @@ async def test_a_new_reset_that_cannot_read_its_references_says_it_started(world
     assert not [c for c in world.kube.calls if c[0] == "acquire_lock"]
     assert await world.run() is True  # kopf's retry
     assert world.status()["phase"] == "Succeeded"
+
+
+async def test_a_waiting_reset_whose_read_fails_again_writes_nothing_new(world: ResetWorld) -> None:
+    """Only a reset of which nothing is written yet is written on a failed read: one already
+    waiting (its acceptance and its reason on the object) is left as it is while kopf retries."""
+    world.create({"connectorRef": {"name": "orders-obj"}, "action": "reset"})
+    with pytest.raises(KubeObjectMissing):
+        await world.run()
+    writes = len(world.kube.status_patches)
+    world.add_connector_object(
+        "orders-obj",
+        {"clusterRef": {"name": CLUSTER}, "connectorName": NAME, "class": FILE_SOURCE, "config": {"topic": "o"}},
+    )
+    world.kube.fail_next("connect_cluster", KubeUnavailable("get connectclusters: HTTP 503"))
+    with pytest.raises(KubeUnavailable):
+        await world.run()
+    assert len(world.kube.status_patches) == writes
+    assert world.status()["phase"] == "Pending"
+    assert world.connect.writes() == []
+    assert await world.run() is True
+    assert world.status()["phase"] == "Succeeded"

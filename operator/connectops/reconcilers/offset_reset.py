@@ -189,7 +189,7 @@ class OffsetResetExecutor:
             return () if fresh else fields  # a fresh status is written whole
 
         (connector, cluster, (mirror_config, secrets)), elsewhere = await self._targets(
-            namespace, name, spec, status, conditions, claims, written
+            namespace, name, spec, status, conditions, claims, fresh=fresh
         )
         if elsewhere:
             # nothing is locked or stopped yet: refuse for good (retrying cannot change who owns it)
@@ -232,12 +232,17 @@ class OffsetResetExecutor:
         status: OffsetResetStatus,
         conditions: Conditions,
         claims: Mapping[str, Iterable[Claim]] | None,
-        written: Callable[..., tuple[str, ...]],
+        *,
+        fresh: bool,
     ) -> tuple[tuple[str, ClusterHandle, tuple[dict[str, dict[str, str]], list[str]]], list[str]]:
         """The references (see :meth:`_references`) and, before any step ran, the connectors a
-        Connector object of another namespace manages. A new reset (``written`` says fields are
-        written whole) whose reads fail is written before kopf retries: the object says what it is
-        doing meanwhile, as if its acceptance had been written first."""
+        Connector object of another namespace manages. A new reset (``fresh``: nothing of it
+        written yet) whose reads fail is written whole before kopf retries: the object says what
+        it is doing meanwhile, as if its acceptance had been written first."""
+
+        def written(*fields: str) -> tuple[str, ...]:
+            return () if fresh else fields
+
         said = False
         try:
             try:
@@ -252,7 +257,7 @@ class OffsetResetExecutor:
                 await self._managed_elsewhere(namespace, spec, connector, cluster, claims) if not_started else []
             )
         except BaseException:
-            if not said and not written():
+            if fresh and not said:
                 await self._save(namespace, name, status)
             raise
         return references, elsewhere

@@ -185,9 +185,6 @@ class OffsetResetExecutor:
             status.conditions = conditions.items
             emit("Normal", "Started", f"offset {spec.action} started")
 
-        def written(*fields: str) -> tuple[str, ...]:
-            return () if fresh else fields  # a fresh status is written whole
-
         (connector, cluster, (mirror_config, secrets)), elsewhere = await self._targets(
             namespace, name, spec, status, conditions, claims, fresh=fresh
         )
@@ -200,7 +197,8 @@ class OffsetResetExecutor:
             conditions.set("Succeeded", False, "ManagedElsewhere", message, event_on_change=True, warning=True)
             status.phase = "Failed"
             status.conditions = conditions.items
-            await self._save(namespace, name, status, *written("phase", "conditions"))
+            # a fresh status is written whole
+            await self._save(namespace, name, status, *(() if fresh else ("phase", "conditions")))
             return False
         run = Run(
             namespace,
@@ -239,16 +237,12 @@ class OffsetResetExecutor:
         Connector object of another namespace manages. A new reset (``fresh``: nothing of it
         written yet) whose reads fail is written whole before kopf retries: the object says what
         it is doing meanwhile, as if its acceptance had been written first."""
-
-        def written(*fields: str) -> tuple[str, ...]:
-            return () if fresh else fields
-
         said = False
         try:
             try:
                 references = await self._references(namespace, spec)
             except (KubeObjectMissing, SecretKeyMissing, SpecInvalid) as exc:
-                error = await self._wait_for_reference(namespace, name, status, conditions, exc, written)
+                error = await self._wait_for_reference(namespace, name, status, conditions, exc, whole=fresh)
                 said = True
                 raise error from None
             connector, cluster, _ = references
@@ -332,7 +326,8 @@ class OffsetResetExecutor:
         status: OffsetResetStatus,
         conditions: Conditions,
         exc: ConnectopsError,
-        written: Callable[..., tuple[str, ...]],
+        *,
+        whole: bool,
     ) -> ConnectopsError:
         """Nothing is locked or stopped yet. Say why on the object; the caller raises what this
         returns, so kopf retries with back-off: the reference may appear or be fixed, as in a
@@ -341,7 +336,8 @@ class OffsetResetExecutor:
         conditions.set("Succeeded", None, reason, f"{exc}; retrying", event_on_change=True, warning=True)
         status.phase = "Pending"
         status.conditions = conditions.items
-        await self._save(namespace, name, status, *written("phase", "conditions"))
+        # ``whole``: nothing of this reset is written yet, its acceptance goes with this
+        await self._save(namespace, name, status, *(() if whole else ("phase", "conditions")))
         # the invalid object is another one: a kopf-permanent failure would never look again
         return ReferenceInvalid(str(exc)) if isinstance(exc, SpecInvalid) else exc
 

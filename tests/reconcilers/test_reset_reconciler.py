@@ -1284,6 +1284,7 @@ async def test_a_new_reset_that_cannot_read_its_references_says_it_started(world
     """Its acceptance rides on the lock step's start, but a failure before that (here the API
     server not answering the ConnectCluster read) still writes it, so the object says what it
     is doing while kopf retries; nothing was locked or called."""
+    world.seed("bystander", SOURCE_CONFIG, SOURCE_OFFSETS)
     world.create(reset_spec())
     world.kube.fail_next("connect_cluster", KubeUnavailable("get connectclusters: HTTP 503"))
     with pytest.raises(KubeUnavailable):
@@ -1295,13 +1296,19 @@ async def test_a_new_reset_that_cannot_read_its_references_says_it_started(world
     assert world.condition("Succeeded")["reason"] == "Running"
     assert world.connect.writes() == []
     assert not [c for c in world.kube.calls if c[0] == "acquire_lock"]
+    # the offsets as the worker holds them: nothing moved, the target's or another's
+    assert world.offsets(NAME) == SOURCE_OFFSETS
+    assert world.offsets("bystander") == SOURCE_OFFSETS
     assert await world.run() is True  # kopf's retry
     assert world.status()["phase"] == "Succeeded"
+    assert world.offsets(NAME) == []
+    assert world.offsets("bystander") == SOURCE_OFFSETS
 
 
 async def test_a_waiting_reset_whose_read_fails_again_writes_nothing_new(world: ResetWorld) -> None:
     """Only a reset of which nothing is written yet is written on a failed read: one already
     waiting (its acceptance and its reason on the object) is left as it is while kopf retries."""
+    world.seed("bystander", SOURCE_CONFIG, SOURCE_OFFSETS)
     world.create({"connectorRef": {"name": "orders-obj"}, "action": "reset"})
     with pytest.raises(KubeObjectMissing):
         await world.run()
@@ -1316,5 +1323,8 @@ async def test_a_waiting_reset_whose_read_fails_again_writes_nothing_new(world: 
     assert len(world.kube.status_patches) == writes
     assert world.status()["phase"] == "Pending"
     assert world.connect.writes() == []
+    assert world.offsets(NAME) == SOURCE_OFFSETS
     assert await world.run() is True
     assert world.status()["phase"] == "Succeeded"
+    assert world.offsets(NAME) == []
+    assert world.offsets("bystander") == SOURCE_OFFSETS

@@ -93,6 +93,12 @@ def report(results: Path) -> tuple[str, dict[str, Any]]:
                     " less Connect answering the read-back while stopped"
                     if "overhead_less_readback_seconds_median" in r
                     else ""
+                )
+                + (
+                    # the test broker answers a waiting fetch on its own schedule (reset_bench.py)
+                    f"; worker fetch.max.wait.ms {r['worker_fetch_max_wait_ms']}"
+                    if "worker_fetch_max_wait_ms" in r
+                    else ""
                 ),
                 f"{r['ratio_median']:.2f}x",
                 met(r["target_met"]),

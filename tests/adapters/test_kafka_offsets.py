@@ -620,6 +620,38 @@ def test_latest_offset_after_a_batched_produce(kafka: Tansu, ko: KafkaOffsets) -
     assert ko.list_offsets([(topic, 0)], "latest") == {(topic, 0): 5}
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason=f"{TANSU} answers a fetch waiting at the log end at its next re-read of storage "
+    "(max_wait/2, then /4, ...), not when a record arrives (Apache Kafka: the produce completes "
+    "the waiting fetch). Connect's reads of its own topics wait out that schedule: "
+    "benchmarks/reset_bench.py runs its worker with a short fetch.max.wait.ms",
+)
+def test_a_waiting_fetch_is_answered_when_a_record_arrives(kafka: Tansu) -> None:
+    topic = unique("fetch-wait")
+    create_topic(kafka, topic, 1)
+    producer = Producer({"bootstrap.servers": kafka.bootstrap, "linger.ms": 0})
+    # a long wait, so a fetch in flight is still waiting when the record is produced
+    consumer = Consumer(kafka.consumer_config(unique("fetch-wait"), **{"fetch.wait.max.ms": 4000}))
+    seen: list[float] = []
+    try:
+        consumer.assign([TopicPartition(topic, 0, confluent_kafka.OFFSET_BEGINNING)])
+        for i in range(3):
+            # a record read: the consumer's next fetch is sent at once and waits at the log end
+            producer.produce(topic, value=b"%d" % (2 * i))
+            producer.flush(10)
+            wait_for(lambda: consumer.poll(0.5) is not None, timeout=30, what="the first record")
+            time.sleep(0.3)
+            producer.produce(topic, value=b"%d" % (2 * i + 1))
+            producer.flush(10)
+            sent = time.monotonic()
+            wait_for(lambda: consumer.poll(0.05) is not None, timeout=30, what="the second record", interval=0)
+            seen.append(time.monotonic() - sent)
+    finally:
+        consumer.close()
+    assert max(seen) < 0.5, f"produce -> consume {[round(s, 3) for s in seen]} s"
+
+
 # --------------------------------------------------------------------------------------------------
 # MM2 offset-syncs topic: delete, truncate
 # --------------------------------------------------------------------------------------------------

@@ -128,6 +128,30 @@ async def test_reset_lock(backend: Backend) -> None:
     assert await backend.api.lock_holder(ns, "kafka/abc", connector) is None
 
 
+async def test_a_lock_released_at_its_own_version_is_never_one_handed_over(backend: Backend) -> None:
+    """The holder's release names the Lease's version its own acquire returned: deleted when
+    unchanged since; a Lease handed over meanwhile is left to its new holder, whatever version
+    the former holder names (its own, or none: then read first)."""
+    ns = backend.namespace
+    first, second = "connectops.io/offsetreset/x/a/1", "connectops.io/offsetreset/x/b/2"
+    lock = await backend.api.acquire_lock(ns, "kafka/v", "orders", first, None)
+    assert lock.version
+    await backend.api.release_lock(ns, "kafka/v", "orders", first, lock.version)
+    assert await backend.api.lock_holder(ns, "kafka/v", "orders") is None
+
+    lock = await backend.api.acquire_lock(ns, "kafka/v", "orders", first, None)
+    handed = await backend.api.transfer_lock(ns, "kafka/v", "orders", first, second, None)
+    assert handed.version
+    assert handed.version != lock.version
+    for version in (lock.version, None):
+        await backend.api.release_lock(ns, "kafka/v", "orders", first, version)
+        held = await backend.api.lock_holder(ns, "kafka/v", "orders")
+        assert held is not None
+        assert held.holder == second
+    await backend.api.release_lock(ns, "kafka/v", "orders", second, "not-its-version")  # read, then deleted
+    assert await backend.api.lock_holder(ns, "kafka/v", "orders") is None
+
+
 CONNECTOR_SPEC = {"clusterRef": {"name": "main"}, "class": "FileStreamSource", "config": {"topic": "t"}}
 RESET_SPEC = {"connectorName": "orders", "clusterRef": {"name": "main"}, "action": "reset"}
 

@@ -44,7 +44,9 @@ class ConnectorKubeApi(Protocol):
     async def acquire_lock(
         self, namespace: str, cluster: str, connector: str, holder: str, owner: dict[str, Any] | None
     ) -> Lock: ...
-    async def release_lock(self, namespace: str, cluster: str, connector: str, holder: str) -> None: ...
+    async def release_lock(
+        self, namespace: str, cluster: str, connector: str, holder: str, version: str | None = None
+    ) -> None: ...
     #: spec.offsets: the OffsetReset that applies them, the marker, and a rename's hand-over
     async def custom_object(self, namespace: str, plural: str, name: str) -> dict[str, Any]: ...
     async def custom_objects(self, namespace: str, plural: str) -> list[dict[str, Any]]: ...
@@ -116,6 +118,7 @@ class FakeKube:
         self.connect_clusters: dict[tuple[str, str], dict[str, Any]] = {}
         #: (namespace, lease name) -> Lock
         self.leases: dict[tuple[str, str], Lock] = {}
+        self._lease_writes = 0
         #: (namespace, plural, name) -> a custom object of this operator's group (not ConnectClusters)
         self.objects: dict[tuple[str, str, str], dict[str, Any]] = {}
         #: (namespace, name) -> ConfigMap
@@ -225,15 +228,24 @@ class FakeKube:
             if current.holder != holder:
                 raise LockHeld(current.holder)
             return current
-        lock = Lock(name=name, holder=holder, acquired_at=datetime.now(UTC).isoformat())
+        lock = Lock(name=name, holder=holder, acquired_at=datetime.now(UTC).isoformat(), version=self._next_version())
         self.leases[(namespace, name)] = lock
         return lock
 
-    async def release_lock(self, namespace: str, cluster: str, connector: str, holder: str) -> None:
+    def _next_version(self) -> str:
+        # the API server's resourceVersion: a new one on every write of a Lease
+        self._lease_writes += 1
+        return str(self._lease_writes)
+
+    async def release_lock(
+        self, namespace: str, cluster: str, connector: str, holder: str, version: str | None = None
+    ) -> None:
         self._enter("release_lock", namespace, cluster, connector, holder)
         name = lock_name(cluster, connector)
         current = self.leases.get((namespace, name))
-        if current is not None and current.holder == holder:
+        # as the adapter: a delete at the holder's own version, else at the version read now
+        # if the holder still holds it
+        if current is not None and ((version is not None and current.version == version) or current.holder == holder):
             del self.leases[(namespace, name)]
 
     async def transfer_lock(
@@ -254,7 +266,9 @@ class FakeKube:
             return Lock(name=name, holder=to_holder, acquired_at=None)
         if current.holder != from_holder:
             raise LockHeld(current.holder)
-        lock = Lock(name=name, holder=to_holder, acquired_at=datetime.now(UTC).isoformat())
+        lock = Lock(
+            name=name, holder=to_holder, acquired_at=datetime.now(UTC).isoformat(), version=self._next_version()
+        )
         self.leases[(namespace, name)] = lock
         return lock
 

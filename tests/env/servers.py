@@ -809,7 +809,13 @@ class TestEnv(_Server):
     __test__ = False  # not a pytest test class despite the name
 
     def __init__(
-        self, root: Path, *, override_policy: str = "All", standalone_connect: bool = False, connect_heap: str = "512m"
+        self,
+        root: Path,
+        *,
+        override_policy: str = "All",
+        standalone_connect: bool = False,
+        connect_heap: str = "512m",
+        connect_properties: Mapping[str, str] | None = None,
     ) -> None:
         self.root = root
         self.root.mkdir(parents=True, exist_ok=True)
@@ -821,6 +827,7 @@ class TestEnv(_Server):
             override_policy=override_policy,
             standalone=standalone_connect,
             heap=connect_heap,
+            extra_properties=connect_properties,
         )
         self.startup_seconds: float | None = None
 

@@ -29,6 +29,7 @@ import pytest
 from connectops.adapters.kube import KubeClient, Lock, lock_name
 from connectops.planning.ownership import Claim
 from connectops.reconcilers import common, offset_reset, reset_changes
+from connectops.reconcilers.checks import CheckRunner, check_defaults
 from connectops.reconcilers.clusters import ClusterRegistry
 from connectops.reconcilers.offset_reset import OffsetResetExecutor, backup_name, lock_holder
 from tests.doubles.connect import FakeConnect, FakeConnector, client_factory
@@ -212,12 +213,14 @@ def make_reset_world(
     kafka: bool = False,
     version: str = "4.3.0",
     max_step_attempts: int = 3,
+    checks: bool = False,
     **setting_overrides: Any,
 ) -> ResetWorld:
     """An executor over a FakeKube holding ConnectCluster ``main`` (at :data:`URL`) and a
-    FakeConnect there; no checks. ``kafka``: the ConnectCluster has ``spec.kafka`` (the executor
-    then reaches a FakeKafka, which also holds the sinks' consumer groups); without it the reset
-    has no Kafka access (REST strategy only)."""
+    FakeConnect there. ``kafka``: the ConnectCluster has ``spec.kafka`` (the executor then
+    reaches a FakeKafka, which also holds the sinks' consumer groups); without it the reset has
+    no Kafka access (REST strategy only). ``checks``: a reset that succeeds launches its
+    lag/balance check."""
     fast_polls(monkeypatch)
     broker = FakeKafka()
     fake = FakeConnect(version=version, kafka=broker if kafka else None)
@@ -234,7 +237,7 @@ def make_reset_world(
         real_kube,
         clusters,
         config,
-        checks=None,
+        checks=CheckRunner(real_kube, config, check_defaults(config)) if checks else None,
         max_step_attempts=max_step_attempts,
         stop_timeout=0.05,
         kafka_factory=broker.factory,

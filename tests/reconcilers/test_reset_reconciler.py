@@ -140,6 +140,7 @@ async def test_each_step_boundary_is_one_durable_write_before_the_next_step_acts
     is found again by name, the reset step writes each offsets call before sending it) ride on
     the next write: fewer writes, never a call the status does not announce."""
     seen_at_call: dict[str, dict[str, Any]] = {}
+    args_of: dict[str, tuple[Any, ...]] = {}
 
     def recorded() -> dict[str, Any]:
         status = world.status()
@@ -160,6 +161,7 @@ async def test_each_step_boundary_is_one_durable_write_before_the_next_step_acts
 
         async def spy(*args: Any, _method: str = method, _original: Any = original) -> Any:
             seen_at_call[_method] = recorded()
+            args_of[_method] = args
             return await _original(*args)
 
         setattr(target, method, spy)
@@ -177,6 +179,9 @@ async def test_each_step_boundary_is_one_durable_write_before_the_next_step_acts
         seen = seen_at_call[call]
         assert (seen.get(done) if done else "Done", seen[running]) == ("Done", "Running"), (call, seen)
     assert seen_at_call["acquire_lock"]["lockScope"]  # the Lease's name is known before it exists
+    # the unlock names the Lease's version the lock step left, so the adapter deletes it without
+    # reading it first (tests/adapters/test_kube_contract.py: a Lease handed over is kept)
+    assert args_of["release_lock"][-1] == "1"
     assert seen_at_call["delete_offsets"]["changes"] == [("DELETE offsets", "Started")]
     assert seen_at_call["resume"]["changes"] == [("DELETE offsets", "Done")]
 
@@ -197,8 +202,10 @@ async def test_each_step_boundary_is_one_durable_write_before_the_next_step_acts
             assert patch["phase"] == "Succeeded"
         else:
             assert "Running" in states.values(), (finished, states)
-    # one write per step that acts, each carrying the completions since the previous one
-    assert completions == [["lock"], ["inspect", "backup"], ["stop"], ["reset"], ["resume", "verify"], ["unlock"]]
+    # one write per step that acts, each carrying the completions since the previous one (a
+    # lock this reset took plainly is taken again the same way by a rerun: its completion
+    # rides with inspect's and the backup's, on the write before the stop)
+    assert completions == [["lock", "inspect", "backup"], ["stop"], ["reset"], ["resume", "verify"], ["unlock"]]
     # the reset's acceptance (its spec's hash, its steps) rides on the lock step's start: the
     # first write of all already has the lock Running, and nothing was called before it but reads
     first = next(
@@ -435,6 +442,17 @@ async def test_a_lock_whose_holder_is_gone_is_taken_over(monkeypatch: pytest.Mon
     assert "took over the lock left by" in world.step("lock")["message"]
     assert world.offsets(NAME) == []  # the reset ran
     assert world.kube.leases == {}
+    # the takeover is written before the next step acts: a rerun, now the holder, would say
+    # only "locked", and the status would lose that a stale lock was taken
+    first_lock_done = next(
+        {step["name"]: step for step in patch["steps"]}
+        for _, plural, name, patch in world.kube.status_patches
+        if (plural, name) == ("offsetresets", RESET)
+        and "steps" in patch
+        and {step["name"]: step["state"] for step in patch["steps"]}["lock"] == "Done"
+    )
+    assert "took over the lock left by" in first_lock_done["lock"]["message"]
+    assert (first_lock_done["inspect"]["state"], first_lock_done["backup"]["state"]) == ("Running", "Pending")
 
 
 async def test_a_lock_taken_in_the_reset_namespace_is_released_there(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -513,6 +531,44 @@ async def test_a_missing_connector_object_waits_then_runs(world: ResetWorld) -> 
     assert world.offsets(NAME) == []
 
 
+@pytest.mark.parametrize("enabled", [True, False])
+async def test_a_finished_reset_launches_the_check_its_connector_asks_for(
+    monkeypatch: pytest.MonkeyPatch, enabled: bool
+) -> None:
+    """The check launched with the outcome follows the Connector object's spec.check (read
+    beside the unlock): here the operator's default is off, so only the object can turn it on."""
+    world = make_reset_world(monkeypatch, kafka=True, checks=True, checks_enabled=False)
+    world.kafka.create_topic("orders", 3)
+    world.seed("sink", SINK_CONFIG, SINK_OFFSETS)
+    world.add_connector_object(
+        "sink-obj",
+        {
+            "clusterRef": {"name": CLUSTER},
+            "connectorName": "sink",
+            "class": SINK_CONFIG["connector.class"],
+            "config": {"topics": "orders"},
+            "check": {"enabled": enabled},
+        },
+    )
+    world.create({"connectorRef": {"name": "sink-obj"}, "action": "reset"})
+    assert await world.run() is True
+
+    assert world.status()["phase"] == "Succeeded", world.status()["conditions"]
+    assert world.offsets("sink") == []
+    assert world.kafka.groups.get("connect-sink", {}) == {}
+    launched = world.status().get("lastCheck")
+    applications = [key for key in world.kube.objects if key[1] == "sparkapplications"]
+    if enabled:
+        assert launched is not None
+        assert launched["trigger"] == "offset reset completed"
+        assert applications == [(NAMESPACE, "sparkapplications", launched["application"])]
+    else:
+        assert launched is None
+        assert applications == []
+    reads = [c for c in world.kube.calls if c[0] == "custom_object" and c[1][1] == "connectors"]
+    assert reads  # the object's spec, not a default, decided
+
+
 async def test_an_invalid_spec_fails_at_once(world: ResetWorld) -> None:
     world.create({"connectorName": NAME, "action": "alter"})  # no clusterRef, no offsets
     assert await world.run() is False
@@ -530,8 +586,10 @@ async def test_a_backup_taken_before_a_crash_is_kept_not_retaken(world: ResetWor
     world.crash_on_event("StepBackup")  # the ConfigMap exists, the step's Done is not stored
     with pytest.raises(Crash):
         await world.run()
-    # the backup's start rides on the write before the stop: the inspect step is what was recorded
-    assert (world.step("inspect")["state"], world.step("backup")["state"]) == ("Running", "Pending")
+    # the starts of inspect and the backup ride on the write before the stop: the lock step is
+    # what was recorded (this reset took it plainly; a rerun takes it again the same way)
+    steps = ("lock", "inspect", "backup")
+    assert tuple(world.step(s)["state"] for s in steps) == ("Running", "Pending", "Pending")
     first = world.backup()
     # the connector ran on while the operator was down and moved on
     world.connect.connectors[NAME].offsets.clear()
@@ -540,7 +598,8 @@ async def test_a_backup_taken_before_a_crash_is_kept_not_retaken(world: ResetWor
     assert await world.run() is True  # the operator restarted: kopf's resume handler
     assert world.backup() == first  # never overwritten: the offsets from before anything changed
     assert world.backup()["connectors"][NAME]["offsets"] == SOURCE_OFFSETS
-    assert (world.step("inspect")["attempts"], world.step("backup")["attempts"]) == (2, 1)
+    assert tuple(world.step(s)["attempts"] for s in steps) == (2, 1, 1)
+    assert world.step("lock")["message"].startswith("locked ")
     assert "kept the backup already taken by this reset" in world.step("backup")["message"]
     assert [c[0] for c in world.kube.calls].count("create_config_map") == 2
     assert world.status()["phase"] == "Succeeded"

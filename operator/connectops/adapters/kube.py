@@ -62,10 +62,19 @@ class Lock:
     name: str
     holder: str
     acquired_at: str | None
+    #: the Lease's resourceVersion when this was read or written: its holder's release deletes
+    #: exactly that version (see :meth:`KubeClient.release_lock`)
+    version: str | None = None
 
 
 #: threads per lane (changes, periodic work); the client's connection pool holds 5 per CPU
 THREADS = 4
+
+
+def _version(obj: Any) -> str | None:
+    """An object's resourceVersion as the client library returned it (its metadata is optional)."""
+    meta = obj.metadata
+    return str(meta.resource_version) if meta is not None and meta.resource_version else None
 
 
 def lock_name(cluster: str, connector: str) -> str:
@@ -315,7 +324,12 @@ class KubeClient:
             return None
         spec = lease.spec
         acquired = spec.acquire_time.isoformat() if spec and spec.acquire_time else None
-        return Lock(name=name, holder=(spec.holder_identity if spec else "") or "", acquired_at=acquired)
+        return Lock(
+            name=name,
+            holder=(spec.holder_identity if spec else "") or "",
+            acquired_at=acquired,
+            version=_version(lease),
+        )
 
     async def acquire_lock(
         self, namespace: str, cluster: str, connector: str, holder: str, owner: dict[str, Any] | None
@@ -341,7 +355,7 @@ class KubeClient:
             spec=client.V1LeaseSpec(holder_identity=holder, acquire_time=now),
         )
         try:
-            await asyncio.to_thread(self._coord.create_namespaced_lease, namespace, body)
+            created = await asyncio.to_thread(self._coord.create_namespaced_lease, namespace, body)
         except ApiException as exc:
             if exc.status != 409:
                 raise KubeUnavailable(f"Lease {namespace}/{name}: API answered {exc.status}") from None
@@ -351,7 +365,7 @@ class KubeClient:
             if current.holder != holder:
                 raise LockHeld(current.holder) from None
             return current
-        return Lock(name=name, holder=holder, acquired_at=now.isoformat())
+        return Lock(name=name, holder=holder, acquired_at=now.isoformat(), version=_version(created))
 
     async def transfer_lock(
         self,
@@ -378,23 +392,44 @@ class KubeClient:
         lease.spec.holder_identity = to_holder
         lease.spec.acquire_time = now
         try:
-            await asyncio.to_thread(self._coord.replace_namespaced_lease, name, namespace, lease)
+            replaced = await asyncio.to_thread(self._coord.replace_namespaced_lease, name, namespace, lease)
         except ApiException as exc:
             if exc.status == 409:
                 raise LockHeld(current) from None
             raise KubeUnavailable(f"Lease {namespace}/{name}: API answered {exc.status}") from None
-        return Lock(name=name, holder=to_holder, acquired_at=now.isoformat())
+        return Lock(name=name, holder=to_holder, acquired_at=now.isoformat(), version=_version(replaced))
 
-    async def release_lock(self, namespace: str, cluster: str, connector: str, holder: str) -> None:
-        current = await self.lock_holder(namespace, cluster, connector)
-        if current is None or current.holder != holder:
+    async def release_lock(
+        self, namespace: str, cluster: str, connector: str, holder: str, version: str | None = None
+    ) -> None:
+        """Delete the Lease if ``holder`` holds it. The delete names the resourceVersion the
+        holder was seen at, so a Lease handed over meanwhile (:meth:`transfer_lock`) is never
+        deleted by its former holder. ``version``: the one this holder's own acquire or transfer
+        returned; while the Lease is unchanged since, that delete is the whole release (no read
+        first: one round trip on the reset's path to its end)."""
+        name = lock_name(cluster, connector)
+        if version is not None and await self._delete_lease(namespace, name, version):
             return
+        for _ in range(3):
+            current = await self.lock_holder(namespace, cluster, connector)
+            if current is None or current.holder != holder:
+                return
+            if await self._delete_lease(namespace, name, current.version):
+                return
+        raise KubeUnavailable(f"Lease {namespace}/{name} kept changing while its holder released it")
+
+    async def _delete_lease(self, namespace: str, name: str, version: str | None) -> bool:
+        """Delete the Lease at ``version``: True when it is gone (or already was), False when it
+        has changed since (the API server's precondition failed, 409)."""
+        options = client.V1DeleteOptions(preconditions=client.V1Preconditions(resource_version=version))
         try:
-            await self._call(
-                self._coord.delete_namespaced_lease,
-                current.name,
-                namespace,
-                what=f"Lease {namespace}/{current.name}",
-            )
-        except KubeObjectMissing:
-            return
+            await self._in_thread(self._coord.delete_namespaced_lease, name, namespace, body=options)
+        except ApiException as exc:
+            if exc.status == 404:
+                return True
+            if exc.status == 409:
+                return False
+            raise KubeUnavailable(f"Lease {namespace}/{name}: API answered {exc.status} {exc.reason}") from None
+        except Exception as exc:  # urllib3/network errors: keep the type, not the payload
+            raise KubeUnavailable(f"Lease {namespace}/{name}: {type(exc).__name__}") from None
+        return True

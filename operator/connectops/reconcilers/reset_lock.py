@@ -12,6 +12,7 @@ lives in the reset's namespace, owned by it.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from connectops.adapters.kube import KubeClient, KubeError, KubeObjectMissing, LockHeld
@@ -41,7 +42,7 @@ class ResetLocks:
         )
         for connector in run.connectors:
             try:
-                await self._kube.acquire_lock(where, scope, connector, holder, owner)
+                lock = await self._kube.acquire_lock(where, scope, connector, holder, owner)
             except LockHeld as held:
                 if await self._holder_gone(held.holder):
                     said = f"took over the lock left by {held.holder}, which no longer exists"
@@ -52,16 +53,28 @@ class ResetLocks:
                     raise LockHeld("an OffsetReset in another namespace") from None
                 else:
                     raise
-                await self._kube.transfer_lock(where, scope, connector, held.holder, holder, owner)
+                lock = await self._kube.transfer_lock(where, scope, connector, held.holder, holder, owner)
+                run.took_over_lock = True
+            if lock.version is not None:
+                run.lease_versions[connector] = lock.version
         return said
 
-    async def release(self, meta: Any, status: OffsetResetStatus, scope: str, *, deleting: bool = False) -> None:
-        """Release the locks of the OffsetReset ``meta`` (its unlock step, or its deletion)."""
+    async def release(
+        self,
+        meta: Any,
+        status: OffsetResetStatus,
+        scope: str,
+        *,
+        deleting: bool = False,
+        versions: Mapping[str, str] | None = None,
+    ) -> None:
+        """Release the locks of the OffsetReset ``meta`` (its unlock step, or its deletion).
+        ``versions``: the Leases as this process's lock step left them (Run.lease_versions)."""
         holder = lock_holder(meta["namespace"], meta["name"], meta["uid"])
         where = status.lock_namespace or meta["namespace"]
         for connector in status.connectors:
             try:
-                await self._kube.release_lock(where, scope, connector, holder)
+                await self._kube.release_lock(where, scope, connector, holder, (versions or {}).get(connector))
             except KubeError as exc:
                 if not deleting or where != meta["namespace"]:
                     raise

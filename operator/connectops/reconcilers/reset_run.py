@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from connectops.adapters.kafka import KafkaOffsets, OffsetRecord, RawRecord, WrittenRecord
 from connectops.models import GROUP
 from connectops.models.base import utcnow_iso
+from connectops.models.connector import ConnectorSpec
 from connectops.models.offset_reset import (
     OffsetResetSpec,
     OffsetResetStatus,
@@ -141,6 +142,16 @@ class Run:
     #: stored: a rerun from status reads them again); the backup saves these, the same offsets
     #: the plan was made from, without a second read while the connector still runs
     offsets_read: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    #: this execution's lock step took a lock over from another holder: its outcome names that
+    #: holder, which a rerun (now the holder itself) could not tell again, so it is written at once
+    took_over_lock: bool = False
+    #: each connector's Lease as this execution's lock step left it (its resourceVersion): the
+    #: unlock deletes that version without reading the Lease first (KubeClient.release_lock)
+    lease_versions: dict[str, str] = field(default_factory=dict)
+    #: the Connector's spec for the check launched with the outcome, read beside the unlock
+    #: (one round trip fewer between RUNNING and Succeeded); a rerun past the unlock reads it then
+    check_connector: ConnectorSpec | None = None
+    check_connector_read: bool = False
 
     def __post_init__(self) -> None:
         self.redactor.include(self.cluster.redactor)

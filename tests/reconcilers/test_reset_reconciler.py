@@ -569,6 +569,47 @@ async def test_a_finished_reset_launches_the_check_its_connector_asks_for(
     assert reads  # the object's spec, not a default, decided
 
 
+async def test_a_check_spec_unreadable_beside_the_unlock_is_read_with_the_outcome(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The Connector's spec is read ahead, beside the Lease's release; if that read fails, the
+    unlock still succeeds at its first attempt and the outcome reads it again."""
+    world = make_reset_world(monkeypatch, kafka=True, checks=True, checks_enabled=False)
+    world.kafka.create_topic("orders", 3)
+    world.seed("sink", SINK_CONFIG, SINK_OFFSETS)
+    world.add_connector_object(
+        "sink-obj",
+        {
+            "clusterRef": {"name": CLUSTER},
+            "connectorName": "sink",
+            "class": SINK_CONFIG["connector.class"],
+            "config": {"topics": "orders"},
+            "check": {"enabled": True},
+        },
+    )
+    emit = world.emit
+
+    def fail_at_unlock(type_: str, reason: str, message: str) -> None:
+        emit(type_, reason, message)
+        if reason == "StepVerify":  # verify is done: the unlock comes next
+            world.kube.fail_next("custom_object", KubeUnavailable("the API server is restarting"))
+
+    monkeypatch.setattr(world, "emit", fail_at_unlock)
+    world.create({"connectorRef": {"name": "sink-obj"}, "action": "reset"})
+    assert await world.run() is True
+
+    assert world.status()["phase"] == "Succeeded"
+    assert world.step("unlock")["attempts"] == 1
+    assert world.kube.leases == {}
+    assert world.kafka.groups.get("connect-sink", {}) == {}
+    launched = world.status().get("lastCheck")
+    assert launched is not None  # the Connector's spec.check, read with the outcome
+    unlock = next(i for i, call in enumerate(world.kube.calls) if call[0] == "release_lock")
+    assert [c for c in world.kube.calls[unlock:] if c[0] == "custom_object" and c[1][1] == "connectors"] == [
+        ("custom_object", (NAMESPACE, "connectors", "sink-obj"))
+    ] * 2
+
+
 async def test_an_invalid_spec_fails_at_once(world: ResetWorld) -> None:
     world.create({"connectorName": NAME, "action": "alter"})  # no clusterRef, no offsets
     assert await world.run() is False

@@ -755,9 +755,18 @@ class OffsetResetExecutor:
         else:
             # the check launched with the outcome reads the Connector's spec: beside the
             # release, not after it, where it would be one more round trip before Succeeded
-            _, run.check_connector = await asyncio.gather(release, self._connector_spec(run.namespace, run.spec))
-            run.check_connector_read = True
+            await asyncio.gather(release, self._read_check_connector(run))
         return "released the lock"
+
+    async def _read_check_connector(self, run: Run) -> None:
+        """The Connector's spec for the post-reset check, read ahead. A read that fails here
+        does not fail the unlock: the outcome's own read (:meth:`_launch_check`) is made then,
+        and its failure is handled as it always was."""
+        try:
+            run.check_connector = await self._connector_spec(run.namespace, run.spec)
+        except Exception:  # read again, and reported if it fails again, with the outcome
+            return
+        run.check_connector_read = True
 
     async def _inspect(self, run: Run) -> str:
         return await self._inspector.inspect(run)

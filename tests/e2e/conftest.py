@@ -193,7 +193,9 @@ class ConnectREST:
 
     def __init__(self, worker: ConnectWorker) -> None:
         self.worker = worker
-        self.http = httpx.Client(base_url=worker.url, timeout=10)
+        # 30 s: a config PUT waits for the worker group's rebalance, which the test broker holds
+        # for a join round; with both xdist workers busy on 2 cores that passed 10 s (CI46)
+        self.http = httpx.Client(base_url=worker.url, timeout=30)
 
     def path(self, name: str) -> str:
         from urllib.parse import quote

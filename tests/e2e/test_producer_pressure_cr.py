@@ -125,8 +125,11 @@ def test_pressure_is_diagnosed_cured_through_the_connector_and_proven(
         patch = status["producer"]["recommendedPatch"]
         assert patch == recommendation["patch"]
         assert patch["spec"]["producerOverrides"]["batchSize"] > KAFKA_DEFAULT_BATCH_SIZE
-        events = [e for e in k8s.events("flood") if e.reason == "ProducerPressure"]
-        assert events
+        # kopf posts Events from its own queue, after the status write the condition came with
+        # (CI46 on a loaded machine read the Events before it was posted)
+        events = wait_for(
+            lambda: [e for e in k8s.events("flood") if e.reason == "ProducerPressure"], 30, "the ProducerPressure Event"
+        )
         assert events[0].type == "Warning"
 
         # the cure, applied as a user would: the recommended patch on the Connector

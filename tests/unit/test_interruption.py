@@ -85,3 +85,18 @@ def test_still_down_at_the_end_of_the_watch_and_left_paused_on_purpose() -> None
     assert "5s after the change" in (cost.message or "")
     paused = InterruptionWatch(cause="OffsetReset", connector="c", started=0.0, already_stopped=True)
     assert paused.result(not_resumed="PAUSED").outcome == "NotResumed"
+
+
+def test_a_slow_answer_bounds_the_return_from_when_it_was_asked_for() -> None:
+    """Connect took its state somewhere between a poll's sending and its answer: a poll that
+    saw the task not back yet, answered late, says only that it came back after it was sent.
+    (Seen in CI: an answer 2.5 s late claimed a bound the task had already beaten.)"""
+    watch = InterruptionWatch(cause="OffsetReset", connector="c", started=10.0, already_stopped=True, down_until=10.0)
+    # sent at 10.2, answered at 12.5 (the task was back at 10.9, after Connect took its state)
+    assert watch.observe(12.5, R, [(0, U)], sent=10.2) is False
+    assert watch.observe(12.6, R, [(0, R)], sent=12.55) is True
+    cost = watch.result()
+    assert cost.first_task_running_at == "1970-01-01T00:00:12.600Z"
+    # the task came back after 10.2 (the slow poll's sending), not after 12.5 (its answer)
+    assert cost.precision_seconds == 2.4
+    assert 12.6 - cost.precision_seconds <= 10.9

@@ -58,13 +58,20 @@ class InterruptionWatch:
     def _watched(self, tasks: Iterable[tuple[int, str]]) -> list[tuple[int, str]]:
         return [(i, s) for i, s in tasks if self.restarted is None or i in self.restarted]
 
-    def observe(self, at: float, connector_state: str | None, tasks: Sequence[tuple[int, str]]) -> bool:
-        """One poll (time, Connect's connector state, (task id, state) pairs); True when every
-        watched task is back, nothing more to learn."""
+    def observe(
+        self, at: float, connector_state: str | None, tasks: Sequence[tuple[int, str]], *, sent: float | None = None
+    ) -> bool:
+        """One poll (when its answer arrived, Connect's connector state, (task id, state)
+        pairs); True when every watched task is back, nothing more to learn.
+
+        ``sent``: when the poll was sent. Connect took its state at some moment between the two,
+        so a poll that saw a task not yet back says only that it came back after ``sent``: the
+        next poll's error bound starts there. (From ``at`` instead, a slow answer would claim a
+        bound its state could not give: a task back while the answer was on its way.)"""
         if self.all_running is not None:
             return True
         waited = at - (self._last if self._last is not None else self.started)
-        self._last = at
+        self._last = at if sent is None else min(sent, at)
         self.polls += 1
         watched = self._watched(tasks)
         if connector_state is None or (not tasks and self.restarted is None):

@@ -87,9 +87,11 @@ def watch_change(action: Any, state: ConnectorState | None, periodic: bool) -> I
     return watch_for(state, InterruptionCause.DRIFT_CORRECTED if periodic else InterruptionCause.CONFIG_UPDATED)
 
 
-async def observe(watch: InterruptionWatch | None, feed: StatusFeed | None, state: ConnectorState | None) -> bool:
-    """One look after the change (status records if there is a feed, else this REST status);
-    True when the watch has nothing more to learn (or there is none)."""
+async def observe(
+    watch: InterruptionWatch | None, feed: StatusFeed | None, state: ConnectorState | None, sent: float | None = None
+) -> bool:
+    """One look after the change (status records if there is a feed, else this REST status,
+    asked for at ``sent``); True when the watch has nothing more to learn (or there is none)."""
     if watch is None:
         return True
     if feed is not None:
@@ -98,6 +100,7 @@ async def observe(watch: InterruptionWatch | None, feed: StatusFeed | None, stat
         time.time(),
         None if state is None else state.state,
         [] if state is None else [(t.id, t.state) for t in state.tasks],
+        sent=sent,
     )
 
 

@@ -796,8 +796,9 @@ class ConnectorReconciler:
         deadline = time.monotonic() + self._settings.settle_seconds
         backoff = Backoff()
         while True:
+            sent = time.time()
             state = await client.get_status(connector)
-            watched = await change_cost.observe(watch, feed, state)
+            watched = await change_cost.observe(watch, feed, state, sent)
             if watched and state is not None and readiness(spec, observe(state, {})).ready:
                 return state
             if time.monotonic() >= deadline:

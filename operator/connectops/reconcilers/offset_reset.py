@@ -861,9 +861,10 @@ class OffsetResetExecutor:
                 )
             backoff = Backoff(DOWNTIME_POLL, hold=DOWNTIME_POLL_HOLD)
             while True:
+                sent = time.time()
                 state = await client.get_status(connector)
                 if watch is not None and state is not None:
-                    watch.observe(time.time(), state.state, [(t.id, t.state) for t in state.tasks])
+                    watch.observe(time.time(), state.state, [(t.id, t.state) for t in state.tasks], sent=sent)
                 ok = (
                     state is not None
                     and state.state == want

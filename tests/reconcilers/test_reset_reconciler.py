@@ -540,6 +540,7 @@ async def test_a_finished_reset_launches_the_check_its_connector_asks_for(
     world = make_reset_world(monkeypatch, kafka=True, checks=True, checks_enabled=False)
     world.kafka.create_topic("orders", 3)
     world.seed("sink", SINK_CONFIG, SINK_OFFSETS)
+    world.seed("bystander", SOURCE_CONFIG, SOURCE_OFFSETS)
     world.add_connector_object(
         "sink-obj",
         {
@@ -556,6 +557,7 @@ async def test_a_finished_reset_launches_the_check_its_connector_asks_for(
     assert world.status()["phase"] == "Succeeded", world.status()["conditions"]
     assert world.offsets("sink") == []
     assert world.kafka.groups.get("connect-sink", {}) == {}
+    assert world.offsets("bystander") == SOURCE_OFFSETS
     launched = world.status().get("lastCheck")
     applications = [key for key in world.kube.objects if key[1] == "sparkapplications"]
     if enabled:
@@ -577,6 +579,7 @@ async def test_a_check_spec_unreadable_beside_the_unlock_is_read_with_the_outcom
     world = make_reset_world(monkeypatch, kafka=True, checks=True, checks_enabled=False)
     world.kafka.create_topic("orders", 3)
     world.seed("sink", SINK_CONFIG, SINK_OFFSETS)
+    world.seed("bystander", SOURCE_CONFIG, SOURCE_OFFSETS)
     world.add_connector_object(
         "sink-obj",
         {
@@ -602,6 +605,8 @@ async def test_a_check_spec_unreadable_beside_the_unlock_is_read_with_the_outcom
     assert world.step("unlock")["attempts"] == 1
     assert world.kube.leases == {}
     assert world.kafka.groups.get("connect-sink", {}) == {}
+    assert world.offsets("sink") == []
+    assert world.offsets("bystander") == SOURCE_OFFSETS
     launched = world.status().get("lastCheck")
     assert launched is not None  # the Connector's spec.check, read with the outcome
     unlock = next(i for i, call in enumerate(world.kube.calls) if call[0] == "release_lock")

@@ -531,12 +531,10 @@ async def test_a_missing_connector_object_waits_then_runs(world: ResetWorld) -> 
     assert world.offsets(NAME) == []
 
 
-@pytest.mark.parametrize("enabled", [True, False])
-async def test_a_finished_reset_launches_the_check_its_connector_asks_for(
-    monkeypatch: pytest.MonkeyPatch, enabled: bool
-) -> None:
-    """The check launched with the outcome follows the Connector object's spec.check (read
-    beside the unlock): here the operator's default is off, so only the object can turn it on."""
+def _sink_world_with_checks(monkeypatch: pytest.MonkeyPatch, *, check_enabled: bool) -> ResetWorld:
+    """Checks on in the executor, off by the operator's default: a sink managed by Connector
+    object ``sink-obj`` whose spec.check.enabled is ``check_enabled``, and a bystander source
+    the reset must not touch."""
     world = make_reset_world(monkeypatch, kafka=True, checks=True, checks_enabled=False)
     world.kafka.create_topic("orders", 3)
     world.seed("sink", SINK_CONFIG, SINK_OFFSETS)
@@ -548,9 +546,19 @@ async def test_a_finished_reset_launches_the_check_its_connector_asks_for(
             "connectorName": "sink",
             "class": SINK_CONFIG["connector.class"],
             "config": {"topics": "orders"},
-            "check": {"enabled": enabled},
+            "check": {"enabled": check_enabled},
         },
     )
+    return world
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+async def test_a_finished_reset_launches_the_check_its_connector_asks_for(
+    monkeypatch: pytest.MonkeyPatch, enabled: bool
+) -> None:
+    """The check launched with the outcome follows the Connector object's spec.check (read
+    beside the unlock): here the operator's default is off, so only the object can turn it on."""
+    world = _sink_world_with_checks(monkeypatch, check_enabled=enabled)
     world.create({"connectorRef": {"name": "sink-obj"}, "action": "reset"})
     assert await world.run() is True
 
@@ -576,20 +584,7 @@ async def test_a_check_spec_unreadable_beside_the_unlock_is_read_with_the_outcom
 ) -> None:
     """The Connector's spec is read ahead, beside the Lease's release; if that read fails, the
     unlock still succeeds at its first attempt and the outcome reads it again."""
-    world = make_reset_world(monkeypatch, kafka=True, checks=True, checks_enabled=False)
-    world.kafka.create_topic("orders", 3)
-    world.seed("sink", SINK_CONFIG, SINK_OFFSETS)
-    world.seed("bystander", SOURCE_CONFIG, SOURCE_OFFSETS)
-    world.add_connector_object(
-        "sink-obj",
-        {
-            "clusterRef": {"name": CLUSTER},
-            "connectorName": "sink",
-            "class": SINK_CONFIG["connector.class"],
-            "config": {"topics": "orders"},
-            "check": {"enabled": True},
-        },
-    )
+    world = _sink_world_with_checks(monkeypatch, check_enabled=True)
     emit = world.emit
 
     def fail_at_unlock(type_: str, reason: str, message: str) -> None:

@@ -103,15 +103,14 @@ def test_health_of_real_objects(k8s: K8s, connect: ConnectWorker, tmp_path: Path
     name, _ = make_source(k8s, tmp_path, "main", connect)
     assert health("Connector", k8s.get("connectors", name))[0] == "Healthy"
     k8s.patch_spec("connectors", name, {"state": "paused"})
-    paused = wait_for(
-        lambda: (
-            (o := k8s.get("connectors", name))
-            and (k8s.condition("connectors", name, "Ready") or {}).get("reason") == "Paused"
-            and o
-        ),
-        60,
-        "Ready=True Paused",
-    )
+
+    def paused_object() -> dict[str, Any] | None:
+        # One read judged whole: a condition read apart from the object could be newer than it
+        obj = k8s.get("connectors", name)
+        ready = next((c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == "Ready"), {})
+        return obj if ready.get("reason") == "Paused" else None
+
+    paused = wait_for(paused_object, 60, "Ready=True Paused")
     assert health("Connector", paused)[0] == "Suspended"
     # between the spec change and the operator's next status: Progressing, not the old verdict
     k8s.patch_spec("connectors", name, {"state": "running"})

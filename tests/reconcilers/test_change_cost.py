@@ -92,6 +92,14 @@ async def test_drift_corrected_by_the_resync_is_its_own_cause(world: World) -> N
     assert world.status["lastInterruption"]["outcome"] == "Measured"
 
 
+async def test_a_spec_change_a_resync_applies_first_costs_as_a_config_change(world: World) -> None:
+    world.connect.slow_restarts(NAME, reads=2)
+    world.apply(spec(config={"file": "/data/other.txt", "topics": "orders"}))
+    await world.reconcile(periodic=True)
+    assert world.status["lastInterruption"]["cause"] == "ConfigUpdated"
+    assert world.status["lastInterruption"]["outcome"] == "Measured"
+
+
 async def test_a_paused_connector_loses_nothing_to_a_config_change(world: World) -> None:
     world.apply(spec(state="paused"))
     await world.reconcile()

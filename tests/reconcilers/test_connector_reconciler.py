@@ -181,6 +181,21 @@ async def test_drift_corrected_by_the_resync(world: World) -> None:
     assert world.events[0].message == "config keys changed: extra, topic"
 
 
+async def test_a_spec_change_the_resync_reaches_first_is_no_drift(world: World) -> None:
+    """The resync reads the newest body; the change's own handler may still be queued (CI47)."""
+    await created(world)
+    world.apply(spec(tasksMax=3))
+    await world.reconcile(periodic=True)
+    new = desired(**{"tasks.max": "3"})
+    assert writes(world) == [Call("put_config", (NAME, new))]
+    assert world.event_reasons() == [("Normal", "ConfigUpdated")]
+    assert world.status["observedGeneration"] == 2
+    # the change's handler, run after it, finds nothing left to do
+    await world.reconcile()
+    assert writes(world) == [Call("put_config", (NAME, new))]
+    assert world.event_reasons() == [("Normal", "ConfigUpdated")]
+
+
 async def test_config_from_secret(world: World) -> None:
     world.kube.add_secret(NAMESPACE, "db", {"password": "hunter2"})
     world.apply(spec(configFrom={"db.password": {"secretKeyRef": {"name": "db", "key": "password"}}}))

@@ -95,7 +95,10 @@ class Rig:
         from connectops.reconcilers.connector import ConnectorObject
 
         body = await self.kube.custom_object(NAMESPACE, "connectors", name)
-        await self.connectors.reconcile(ConnectorObject.from_body(body), self.emitter(body), periodic=periodic)
+        obj = ConnectorObject.from_body(body)
+        outcome = await self.connectors.reconcile(obj, self.emitter(body), periodic=periodic)
+        # written back, as the handler does: the next reconcile reads what this one observed
+        await self.kube.patch_status(NAMESPACE, "connectors", name, outcome.status)
 
 
 def rig(cluster_spec: dict[str, Any] | None = None) -> Rig:

@@ -211,6 +211,11 @@ class ConnectorReconciler:
         read afresh, as a change always does."""
         conditions = Conditions(obj.status.conditions, obj.generation, emit)
         status = ConnectorStatus(observed_generation=obj.generation)
+        if periodic and obj.generation is not None and (obj.status.observed_generation or 0) < obj.generation:
+            # a resync that reaches a spec change before the change's own handler (queued behind
+            # it) applies the user's change: ConfigUpdated, not drift (the handler then finds the
+            # live config already as desired)
+            periodic = False
         error = await self._reconcile(obj, emit, (periodic, listed), (rivals, old_claims), status, conditions)
         status.conditions = conditions.items
         return Outcome(status=status.patch(), error=error)

@@ -71,15 +71,21 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 #: ``--dist=loadfile`` a worker takes the next whole file when it is free, so a long file left for
 #: the end runs alone while the other worker idles (a 6-minute tail before this order).
 SLOW_FIRST = (
-    "tests/helm/test_rbac_proof.py",  # 275 (CI19)
-    "tests/e2e/test_offset_truth_sink.py",  # 270
-    "tests/e2e/test_rename.py",  # 230
-    "tests/e2e/test_offset_reset_faults.py",  # 175
-    "tests/e2e/test_offset_truth_source.py",  # 166
-    "tests/benchmarks/test_fault_bench.py",  # 140
-    "tests/e2e/test_offsets_on_create.py",  # 132
-    "tests/spark/test_mm2_lag.py",  # 100
-    "tests/e2e/test_verbs.py",  # 100
+    "tests/e2e/test_offset_reset_mm2.py",  # 458 (CI47 on 2 slower cores)
+    "tests/helm/test_rbac_proof.py",  # 372 (with the worker's own servers starting)
+    "tests/e2e/test_connector_e2e.py",  # 357
+    "tests/e2e/test_offset_truth_sink.py",  # 303
+    "tests/e2e/test_offset_reset_crash.py",  # 289
+    "tests/e2e/test_offset_reset_e2e.py",  # 285
+    "tests/e2e/test_rename.py",  # 258
+    "tests/benchmarks/test_check_batch_bench.py",  # 248
+    "tests/e2e/test_offset_truth_source.py",  # 244
+    "tests/e2e/test_offset_reset_faults.py",  # 202
+    "tests/image/test_operator_image.py",  # 192
+    "tests/adapters/test_connect_contract.py",  # 172
+    "tests/benchmarks/test_spark_check_bench.py",  # 154
+    "tests/e2e/test_checks_e2e.py",  # 150
+    "tests/e2e/test_producer_pressure_cr.py",  # 142
 )
 
 

@@ -183,9 +183,11 @@ def ko(kafka: Tansu) -> Iterator[KafkaOffsets]:
 
 
 @pytest.fixture(scope="module")
-def worker(connect_factory: ConnectFactory) -> ConnectWorker:
+def worker(connect_factory: ConnectFactory) -> Iterator[ConnectWorker]:
     """A worker group of its own (offsets topic with 25 partitions, the Connect default)."""
-    return connect_factory("kafka-offsets", offset_partitions=25)
+    started = connect_factory("kafka-offsets", offset_partitions=25)
+    yield started
+    started.stop()  # an idle JVM, and its fetches on the broker, for the rest of the session otherwise
 
 
 @pytest.fixture

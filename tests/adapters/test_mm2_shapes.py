@@ -104,8 +104,10 @@ def count_records(kafka: Tansu, topic: str, partitions: int, expect: int, timeou
 
 
 @pytest.fixture(scope="module")
-def worker(connect_factory: ConnectFactory) -> ConnectWorker:
-    return connect_factory("mm2-shapes", extra_classpath=[mm2_shapes_jar()])
+def worker(connect_factory: ConnectFactory) -> Iterator[ConnectWorker]:
+    started = connect_factory("mm2-shapes", extra_classpath=[mm2_shapes_jar()])
+    yield started
+    started.stop()  # an idle JVM, and its fetches on the broker, for the rest of the session otherwise
 
 
 @pytest.fixture

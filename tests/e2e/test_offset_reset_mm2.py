@@ -30,9 +30,10 @@ BYTES = "org.apache.kafka.connect.converters.ByteArrayConverter"
 
 
 @pytest.fixture(scope="module")
-def mm2_worker(connect_factory: Any) -> ConnectWorker:
+def mm2_worker(connect_factory: Any) -> Iterator[ConnectWorker]:
     worker: ConnectWorker = connect_factory("mm2", extra_classpath=[mm2_shapes_jar()])
-    return worker
+    yield worker
+    worker.stop()  # an idle JVM, and its fetches on the broker, for the rest of the session otherwise
 
 
 @pytest.fixture

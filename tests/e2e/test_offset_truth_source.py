@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -111,9 +112,10 @@ def test_source_that_confirms_has_no_external_offsets_condition(
 
 
 @pytest.fixture(scope="module")
-def sinks_worker(connect_factory: Any) -> ConnectWorker:
+def sinks_worker(connect_factory: Any) -> Iterator[ConnectWorker]:
     worker: ConnectWorker = connect_factory("sinks", extra_classpath=[sinks_jar()])
-    return worker
+    yield worker
+    worker.stop()  # an idle JVM, and its fetches on the broker, for the rest of the session otherwise
 
 
 def test_sink_that_keeps_offsets_elsewhere(k8s: K8s, sinks_worker: ConnectWorker, tmp_path: Path) -> None:

@@ -196,6 +196,19 @@ async def test_a_spec_change_the_resync_reaches_first_is_no_drift(world: World) 
     assert world.event_reasons() == [("Normal", "ConfigUpdated")]
 
 
+async def test_drift_after_a_change_is_drift_while_the_body_predates_its_status(world: World) -> None:
+    """kopf patches a handler's status after the handler lets the object go: a resync right
+    behind it can read the body without that patch (CI47: a manual pause called StateChanged)."""
+    await created(world)
+    world.apply(spec(tasksMax=3))
+    await world.reconcile()
+    world.status["observedGeneration"] = 1  # the body as the resync reads it: the patch not in yet
+    world.events.clear()
+    world.connect.connectors[NAME].config = {**world.connect.connectors[NAME].config, "extra": "1"}
+    await world.reconcile(periodic=True)
+    assert world.event_reasons() == [("Warning", "DriftCorrected")]
+
+
 async def test_config_from_secret(world: World) -> None:
     world.kube.add_secret(NAMESPACE, "db", {"password": "hunter2"})
     world.apply(spec(configFrom={"db.password": {"secretKeyRef": {"name": "db", "key": "password"}}}))

@@ -258,6 +258,7 @@ def slow_sink(kafka: Any, connect_factory: Any, tmp_path: Path) -> Iterator[Call
     yield make
     for sink in made:
         sink.delete()
+    worker.stop()  # an idle JVM, and its fetches on the broker, for the rest of the session otherwise
 
 
 def test_eta_for_a_sink_catching_up_and_none_for_one_falling_behind(

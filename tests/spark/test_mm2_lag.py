@@ -160,9 +160,10 @@ class Rest:
 
 
 @pytest.fixture(scope="module")
-def worker(connect_factory: Any) -> ConnectWorker:
+def worker(connect_factory: Any) -> Iterator[ConnectWorker]:
     started: ConnectWorker = connect_factory("mm2-lag", extra_classpath=[mm2_shapes_jar()])
-    return started
+    yield started
+    started.stop()  # an idle JVM, and its fetches on the broker, for the rest of the session otherwise
 
 
 @pytest.fixture(scope="module")

@@ -185,6 +185,8 @@ class ConnectorReconciler:
         self._acted: dict[str, VerbTokens] = {}
         #: the restart bookkeeping this process wrote last per object (see :meth:`_apply`)
         self._books: dict[str, AutoRestartStatus] = {}
+        #: the generation this process reconciled last per object (see :meth:`reconcile`)
+        self._generations: dict[str, int] = {}
         #: per object: when its current unbroken run of Ready observations began (in memory: a
         #: new process starts the run again, which only delays clearing a restart count)
         self._ready_since: dict[str, float] = {}
@@ -211,13 +213,17 @@ class ConnectorReconciler:
         read afresh, as a change always does."""
         conditions = Conditions(obj.status.conditions, obj.generation, emit)
         status = ConnectorStatus(observed_generation=obj.generation)
-        if periodic and obj.generation is not None and (obj.status.observed_generation or 0) < obj.generation:
-            # a resync that reaches a spec change before the change's own handler (queued behind
-            # it) applies the user's change: ConfigUpdated, not drift (the handler then finds the
-            # live config already as desired)
+        # a resync that reaches a spec change before the change's own handler (queued behind it)
+        # applies the user's change: ConfigUpdated, not drift (the handler then finds the live
+        # config already as desired). What this process acted on last counts too: the body can
+        # predate the status patch of the handler just before (see _books)
+        acted = max(obj.status.observed_generation or 0, self._generations.get(obj.uid, 0))
+        if periodic and obj.generation is not None and acted < obj.generation:
             periodic = False
         error = await self._reconcile(obj, emit, (periodic, listed), (rivals, old_claims), status, conditions)
         status.conditions = conditions.items
+        if obj.generation is not None:
+            self._generations[obj.uid] = obj.generation
         return Outcome(status=status.patch(), error=error)
 
     async def _reconcile(
@@ -846,7 +852,7 @@ class ConnectorReconciler:
     async def delete(self, obj: ConnectorObject, emit: EmitEvent, *, rivals: Sequence[Claim] = ()) -> None:
         """Remove the connector from Connect. A vanished ConnectCluster cannot be reached any
         more, so the finalizer is released with a warning instead of blocking deletion forever."""
-        for memo in (self._last_checks, self._books, self._acted, self._ready_since):
+        for memo in (self._last_checks, self._books, self._acted, self._ready_since, self._generations):
             memo.pop(obj.uid, None)
         self._checks.batches.withdraw(obj.uid)
         try:

@@ -189,7 +189,12 @@ def test_default_batch_size_builds_pressure_that_the_override_relieves(pressure:
 
     # Override: several times the records per request, the queue and the commit lag gone.
     assert t.records_per_request_avg >= 4 * d.records_per_request_avg, report
-    assert tuned.queue_peak() * 10 <= defaults.queue_peak(), report
+    # The queue each phase holds (its median), not a moment of it: a quiet run's tuned phase peaks
+    # at ~550 at the task's start and holds ~150-300, while the default phase grows steadily to
+    # the buffer's ~33,000. On a loaded machine a stalled worker (request latency 88 ms for the
+    # proxy's 40, commit max 1.5 s) made a tuned phase peak at 4,223 (CI48) and 5,852 (stop 33's
+    # landing CI), which a peak-against-peak ratio took for pressure.
+    assert tuned.queue_median() * 10 <= defaults.queue_median(), report
     assert tuned.commit_lag() * 4 <= defaults.commit_lag(), report
     assert (t.buffer_available_bytes or 0) > 0.9 * t.buffer_total_bytes, report
     # The source keeps up with what it offers once the producer does.

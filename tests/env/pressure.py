@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import statistics
 import threading
 import time
 import uuid
@@ -251,6 +252,13 @@ class Phase:
         """The largest ``source-record-active-count`` (or its windowed max) seen."""
         return max(max(f.active_count_max or 0, f.active_count or 0) for f, _ in self.samples)
 
+    def queue_median(self) -> float:
+        """The median of the sampled ``source-record-active-count``: the queue the phase held, not
+        a moment of it. A task's start (a cold producer fetching metadata through the proxy) or a
+        stall of the worker's JVM on a loaded machine piles records up for a moment whatever the
+        batch size; the windowed max keeps that moment for the whole phase, the median does not."""
+        return float(statistics.median(f.active_count or 0 for f, _ in self.samples))
+
     def acked(self) -> float:
         """Records acknowledged during the phase (``source-record-write-total``)."""
         return (self.last.write_total or 0) - (self.samples[0][0].write_total or 0)
@@ -273,7 +281,8 @@ class Phase:
         f = self.last
         return (
             f"{self.label}: records/request {f.records_per_request_avg}, batch {f.batch_size_avg} B, "
-            f"queue peak {self.queue_peak():.0f}, acked {self.acked_per_second():.0f}/s, "
+            f"queue peak {self.queue_peak():.0f}, median {self.queue_median():.0f}, "
+            f"acked {self.acked_per_second():.0f}/s, "
             f"commit lag {self.commit_lag()}, buffer available {f.buffer_available_bytes}/{f.buffer_total_bytes}, "
             f"request latency {f.request_latency_avg} ms, queue time {f.record_queue_time_avg} ms, "
             f"commit max {f.commit_max_ms} ms, commit failures {f.commit_failure_percentage} %"
@@ -285,6 +294,7 @@ class Phase:
             "seconds": round(self.seconds(), 2),
             "start_seq": self.start_seq,
             "queue_peak": self.queue_peak(),
+            "queue_median": self.queue_median(),
             "acked_per_second": round(self.acked_per_second(), 1),
             "commit_lag": self.commit_lag(),
             "produce_requests": self.produce_requests,

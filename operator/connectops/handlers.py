@@ -360,13 +360,16 @@ async def connector_sweep(body: kopf.Body, stopped: kopf.DaemonStopped, **kwargs
 @kopf.on.delete(GROUP, VERSION, "connectors")
 async def connector_deleted(body: kopf.Body, retry: int, **kwargs: Any) -> None:
     rt = runtime()
-    OBJECTS.forget("Connector", body["metadata"]["namespace"], body["metadata"]["name"])
     async with rt.locks[body["metadata"]["uid"]]:
         try:
             rivals = _rivals(_claims(kwargs), body)
             await rt.connectors.delete(ConnectorObject.from_body(body), _emitter(body), rivals=rivals)
         except Exception as exc:
             raise _retry_later(exc, retry) from None
+        # under the lock, after the work: a resync that held the object while this waited
+        # observes it as it lets go, and forgetting before that left the deleted object's series
+        # behind for good (CI49)
+        OBJECTS.forget("Connector", body["metadata"]["namespace"], body["metadata"]["name"])
     rt.locks.pop(body["metadata"]["uid"], None)
 
 
@@ -517,8 +520,11 @@ async def _hand_back(reset_body: Any, claims: ClaimIndex) -> None:
 async def offset_reset_check(body: kopf.Body, **_: Any) -> None:
     """Follows the lag/balance check a finished reset launched, until its verdict is published."""
     rt = runtime()
-    OBJECTS.observe_reset(body["metadata"]["namespace"], body["metadata"]["name"], body.get("status") or {})
     async with _periodic(), rt.locks[body["metadata"]["uid"]]:
+        if body["metadata"].get("deletionTimestamp"):
+            return  # its delete handler's now, which forgets its series
+        # under the lock, which the delete handler forgets under: never after it
+        OBJECTS.observe_reset(body["metadata"]["namespace"], body["metadata"]["name"], body.get("status") or {})
         try:
             await rt.resets.follow_check(body, _emitter(body))
         except Exception as exc:
@@ -529,5 +535,9 @@ async def offset_reset_check(body: kopf.Body, **_: Any) -> None:
 async def offset_reset_deleted(body: kopf.Body, **_: Any) -> None:
     """Deleting a reset releases its lock (the Lease is owned by it, so garbage collection would
     too, where a controller manager runs)."""
-    OBJECTS.forget("OffsetReset", body["metadata"]["namespace"], body["metadata"]["name"])
-    await runtime().resets.release(body)
+    rt = runtime()
+    async with rt.locks[body["metadata"]["uid"]]:
+        await rt.resets.release(body)
+        # after a tick of the check timer that held the reset (it observes under the lock)
+        OBJECTS.forget("OffsetReset", body["metadata"]["namespace"], body["metadata"]["name"])
+    rt.locks.pop(body["metadata"]["uid"], None)

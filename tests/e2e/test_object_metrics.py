@@ -57,6 +57,8 @@ def test_connector_and_reset_gauges(k8s: K8s, connect: ConnectWorker, tmp_path: 
     k8s.delete("offsetresets", "r")
     k8s.delete("connectors", name)
     wait_for(lambda: not k8s.exists("connectors", name), 60, "connector deleted")
+    # each object's series go when its own delete handler has run, in whatever order the two ran
+    wait_for(lambda: not k8s.exists("offsetresets", "r"), 60, "reset deleted")
     left = [
         key for key in samples() if dict(key[1]).get("namespace") == k8s.ns and dict(key[1]).get("name") in (name, "r")
     ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import logging
 import os
 import socket
@@ -39,6 +40,11 @@ def _crds(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     import kopf  # heavy: only the run command needs it
+
+    # a fatal signal (a C extension's abort, a segfault) prints every thread's stack (names and
+    # lines, no values) before the process dies: one standby in CI48 exited by SIGABRT after a
+    # clean release of its Lease with nothing in its log to say where
+    faulthandler.enable()
 
     settings = None if args.standalone else _lease_settings(args)  # bad settings: refused first
     if args.metrics_port:

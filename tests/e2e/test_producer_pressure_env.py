@@ -189,12 +189,14 @@ def test_default_batch_size_builds_pressure_that_the_override_relieves(pressure:
 
     # Override: several times the records per request, the queue and the commit lag gone.
     assert t.records_per_request_avg >= 4 * d.records_per_request_avg, report
-    # The queue each phase holds (its median), not a moment of it: a quiet run's tuned phase peaks
-    # at ~550 at the task's start and holds ~150-300, while the default phase grows steadily to
-    # the buffer's ~33,000. On a loaded machine a stalled worker (request latency 88 ms for the
-    # proxy's 40, commit max 1.5 s) made a tuned phase peak at 4,223 (CI48) and 5,852 (stop 33's
-    # landing CI), which a peak-against-peak ratio took for pressure.
-    assert tuned.queue_median() * 10 <= defaults.queue_median(), report
+    # ... and the queue it holds (its median, not a moment of it) drains within one offset flush,
+    # where the defaults' outgrew their drain per flush tenfold: the measure the founding case is
+    # judged by above, on figures of the same phase. Not a ratio between the phases: a loaded
+    # machine stretches the proxy's 40 ms round trip to ~105 ms, the tuned producer then sends
+    # full batches (~300 records) and holds ~2,200 records, a tenth of what the defaults held
+    # (CI50: 2,201 against 21,970), while a quiet run holds ~150-300. Peaks are a task's start or
+    # a stall of the worker (CI48 and stop 33's landing CI: 4,223 and 5,852).
+    assert tuned.queue_median() <= tuned.acked_per_second() * FLUSH_INTERVAL_S, report
     assert tuned.commit_lag() * 4 <= defaults.commit_lag(), report
     assert (t.buffer_available_bytes or 0) > 0.9 * t.buffer_total_bytes, report
     # The source keeps up with what it offers once the producer does.

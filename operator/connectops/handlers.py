@@ -266,6 +266,7 @@ async def _reconcile_connector(
         body.get("spec") or {},
         {**(body.get("status") or {}), **outcome.status},
         drift=bool(corrected),
+        uid=obj.uid,
     )
     _publish(outcome, body, patch, retry, "Connector")
 
@@ -360,16 +361,13 @@ async def connector_sweep(body: kopf.Body, stopped: kopf.DaemonStopped, **kwargs
 @kopf.on.delete(GROUP, VERSION, "connectors")
 async def connector_deleted(body: kopf.Body, retry: int, **kwargs: Any) -> None:
     rt = runtime()
+    OBJECTS.forget("Connector", body["metadata"]["namespace"], body["metadata"]["name"], uid=body["metadata"]["uid"])
     async with rt.locks[body["metadata"]["uid"]]:
         try:
             rivals = _rivals(_claims(kwargs), body)
             await rt.connectors.delete(ConnectorObject.from_body(body), _emitter(body), rivals=rivals)
         except Exception as exc:
             raise _retry_later(exc, retry) from None
-        # under the lock, after the work: a resync that held the object while this waited
-        # observes it as it lets go, and forgetting before that left the deleted object's series
-        # behind for good (CI49)
-        OBJECTS.forget("Connector", body["metadata"]["namespace"], body["metadata"]["name"])
     rt.locks.pop(body["metadata"]["uid"], None)
 
 
@@ -473,7 +471,7 @@ if SETTINGS.secret_rotation:
 async def offset_reset(body: kopf.Body, retry: int, **kwargs: Any) -> None:
     """Runs (or resumes) the step machine; it writes its own status step by step."""
     rt = runtime()
-    OBJECTS.observe_reset(body["metadata"]["namespace"], body["metadata"]["name"], body.get("status") or {})
+    _observe_reset(body)
     try:
         async with rt.locks[body["metadata"]["uid"]]:
             ended = await rt.resets.run(body, _emitter(body), _claims(kwargs))
@@ -482,6 +480,11 @@ async def offset_reset(body: kopf.Body, retry: int, **kwargs: Any) -> None:
         raise _retry_later(exc, retry) from None
     if ended:
         await _hand_back(body, _claims(kwargs))
+
+
+def _observe_reset(body: kopf.Body) -> None:
+    meta = body["metadata"]
+    OBJECTS.observe_reset(meta["namespace"], meta["name"], body.get("status") or {}, uid=meta.get("uid") or "")
 
 
 async def _hand_back(reset_body: Any, claims: ClaimIndex) -> None:
@@ -520,11 +523,8 @@ async def _hand_back(reset_body: Any, claims: ClaimIndex) -> None:
 async def offset_reset_check(body: kopf.Body, **_: Any) -> None:
     """Follows the lag/balance check a finished reset launched, until its verdict is published."""
     rt = runtime()
+    _observe_reset(body)
     async with _periodic(), rt.locks[body["metadata"]["uid"]]:
-        if body["metadata"].get("deletionTimestamp"):
-            return  # its delete handler's now, which forgets its series
-        # under the lock, which the delete handler forgets under: never after it
-        OBJECTS.observe_reset(body["metadata"]["namespace"], body["metadata"]["name"], body.get("status") or {})
         try:
             await rt.resets.follow_check(body, _emitter(body))
         except Exception as exc:
@@ -535,9 +535,6 @@ async def offset_reset_check(body: kopf.Body, **_: Any) -> None:
 async def offset_reset_deleted(body: kopf.Body, **_: Any) -> None:
     """Deleting a reset releases its lock (the Lease is owned by it, so garbage collection would
     too, where a controller manager runs)."""
-    rt = runtime()
-    async with rt.locks[body["metadata"]["uid"]]:
-        await rt.resets.release(body)
-        # after a tick of the check timer that held the reset (it observes under the lock)
-        OBJECTS.forget("OffsetReset", body["metadata"]["namespace"], body["metadata"]["name"])
-    rt.locks.pop(body["metadata"]["uid"], None)
+    meta = body["metadata"]
+    OBJECTS.forget("OffsetReset", meta["namespace"], meta["name"], uid=meta["uid"])
+    await runtime().resets.release(body)

@@ -4,7 +4,10 @@ Why a collector over a snapshot rather than gauges set in place: a gauge child p
 disappear when the object does (or every deleted Connector's series lives until a restart), and
 a state gauge must drop the old state's series when the state changes. Here each handler records
 the object's latest status (:func:`observe`), deletion forgets it (:func:`forget`), and every
-scrape renders exactly the objects known at that moment.
+scrape renders exactly the objects known at that moment. A forgotten object's uid is remembered
+(the last :data:`GONE_REMEMBERED`): a resync or timer already past its own check when the delete
+handler ran observes the object once more as it finishes, and that would bring its series back for
+good (CI49). A recreated object has a new uid, so it is observed again.
 
 Labels are bounded: namespace and name (what the objects are), and fixed vocabularies (desired
 state, Connect's states, task states, verdicts, phases, steps). No config value ever becomes a
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -32,6 +36,9 @@ DESIRED_STATES = ("running", "paused", "stopped")
 CONNECT_STATES = ("RUNNING", "PAUSED", "STOPPED", "FAILED", "UNASSIGNED", "RESTARTING", "UNKNOWN")
 VERDICTS = ("HEALTHY", "DEGRADED", "UNHEALTHY", "PAUSED", "STOPPED", "CATCHING_UP", "NOT_APPLICABLE", "NONE")
 PHASES = ("Pending", "Planned", "Running", "Succeeded", "Failed")
+#: uids of deleted objects kept to refuse late observations of them: a late observation comes
+#: within one resync of the deletion, in which far fewer objects than this are deleted
+GONE_REMEMBERED = 4096
 
 
 @dataclass
@@ -83,14 +90,24 @@ class ObjectMetrics(Collector):
     connectors: dict[tuple[str, str], ConnectorView] = field(default_factory=dict)
     resets: dict[tuple[str, str], ResetView] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _gone: OrderedDict[str, None] = field(default_factory=OrderedDict)
 
     def observe_connector(
-        self, namespace: str, name: str, spec: Mapping[str, Any], status: Mapping[str, Any], *, drift: bool = False
+        self,
+        namespace: str,
+        name: str,
+        spec: Mapping[str, Any],
+        status: Mapping[str, Any],
+        *,
+        drift: bool = False,
+        uid: str = "",
     ) -> None:
         published = ConnectorStatus.salvage(status)
         check = published.last_check
         headline = (check.headline if check is not None else None) or {}
         with self._lock:
+            if uid and uid in self._gone:
+                return
             view = self.connectors.setdefault((namespace, name), ConnectorView())
             view.desired = _one_of(spec.get("state", "running"), DESIRED_STATES, "running")
             view.actual = _one_of(published.connector_state, CONNECT_STATES, "UNKNOWN")
@@ -107,9 +124,11 @@ class ObjectMetrics(Collector):
             cost = published.last_interruption
             view.interruption_s = cost.seconds if cost is not None else None
 
-    def observe_reset(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
+    def observe_reset(self, namespace: str, name: str, status: Mapping[str, Any], *, uid: str = "") -> None:
         published = OffsetResetStatus.salvage(status)
         with self._lock:
+            if uid and uid in self._gone:
+                return
             view = self.resets.setdefault((namespace, name), ResetView())
             view.phase = _one_of(published.phase or "Pending", PHASES, "Pending")
             view.step = published.current_step if view.phase == "Running" else None
@@ -118,9 +137,14 @@ class ObjectMetrics(Collector):
             view.started_at = min(starts) if starts else None
             view.finished_at = max(ends) if ends and view.phase in ("Succeeded", "Failed") else None
 
-    def forget(self, kind: str, namespace: str, name: str) -> None:
+    def forget(self, kind: str, namespace: str, name: str, *, uid: str = "") -> None:
         with self._lock:
             (self.connectors if kind == "Connector" else self.resets).pop((namespace, name), None)
+            if uid:
+                self._gone[uid] = None
+                self._gone.move_to_end(uid)
+                while len(self._gone) > GONE_REMEMBERED:
+                    self._gone.popitem(last=False)
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         with self._lock:

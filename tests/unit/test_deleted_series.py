@@ -1,9 +1,9 @@
-"""A deleted object's per-object series go with it, whatever held the object when it was deleted.
+"""A deleted object's per-object series go with it, whatever was still at work on it.
 
-CI49 left a deleted Connector's series behind: its delete handler forgot the series before it
-took the object's lock, and the periodic resync holding the lock then observed the object as it
-let go. The handlers run here against a stand-in runtime (its Connect and Kubernetes calls are
-not what is under test); the lock and the collector are the operator's own.
+CI49 left a deleted Connector's series behind: its delete handler forgot the series, and the
+periodic resync that held the object meanwhile observed it once more as it let go. The handlers
+run here against a stand-in runtime (their Connect and Kubernetes calls are not what is under
+test); the lock and the collector are the operator's own.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import kopf
 import pytest
 
 from connectops import handlers
-from connectops.object_metrics import OBJECTS
+from connectops.object_metrics import GONE_REMEMBERED, OBJECTS, ObjectMetrics
 
 NS, NAME, UID = "team-a", "orders", "uid-orders"
 
@@ -38,10 +38,10 @@ def rt(monkeypatch: pytest.MonkeyPatch) -> Iterator[SimpleNamespace]:
     OBJECTS.forget("OffsetReset", NS, NAME)
 
 
-def body(**metadata: Any) -> kopf.Body:
+def body(uid: str = UID, **metadata: Any) -> kopf.Body:
     raw = {
         "apiVersion": "connectops.io/v1alpha1",
-        "metadata": {"namespace": NS, "name": NAME, "uid": UID, **metadata},
+        "metadata": {"namespace": NS, "name": NAME, "uid": uid, **metadata},
         "spec": {"clusterRef": {"name": "main"}},
         "status": {"phase": "Succeeded"},
     }
@@ -54,33 +54,32 @@ async def test_a_connector_deleted_while_its_resync_held_it_leaves_no_series(rt:
     deleting = asyncio.create_task(handlers.connector_deleted(body=body(), retry=0, connector_claims={}))
     await asyncio.sleep(0.01)
     assert not deleting.done()  # the delete waits for the resync
-    OBJECTS.observe_connector(NS, NAME, {"state": "running"}, {})  # the resync observes as it lets go
+    OBJECTS.observe_connector(NS, NAME, {"state": "running"}, {}, uid=UID)  # the resync, as it lets go
     lock.release()
     await asyncio.wait_for(deleting, 5)
     rt.connectors.delete.assert_awaited_once()
     assert (NS, NAME) not in OBJECTS.connectors
-    assert UID not in rt.locks
+    # a Connector made again under the same name is a new object: observed
+    OBJECTS.observe_connector(NS, NAME, {"state": "running"}, {}, uid="uid-orders-again")
+    assert (NS, NAME) in OBJECTS.connectors
 
 
-async def test_a_reset_deleted_while_its_check_timer_held_it_leaves_no_series(rt: SimpleNamespace) -> None:
-    ticking = asyncio.Event()
-    release_tick = asyncio.Event()
-
-    async def follow(*_: Any) -> None:
-        ticking.set()
-        await release_tick.wait()
-
-    rt.resets.follow_check = follow
-    tick = asyncio.create_task(handlers.offset_reset_check(body=body()))
-    await asyncio.wait_for(ticking.wait(), 5)  # the timer observed the reset and holds it
-    assert (NS, NAME) in OBJECTS.resets
-    deleting = asyncio.create_task(handlers.offset_reset_deleted(body=body(deletionTimestamp="2026-11-28T10:00:00Z")))
-    await asyncio.sleep(0.01)
-    assert not deleting.done()
-    release_tick.set()
-    await asyncio.wait_for(asyncio.gather(tick, deleting), 5)
+async def test_a_check_timer_tick_after_a_reset_is_deleted_leaves_no_series(rt: SimpleNamespace) -> None:
+    uid = "uid-reset"  # the collector is the process's own: a uid of its own, not the Connector's
+    await handlers.offset_reset_check(body=body(uid))
+    assert OBJECTS.resets[(NS, NAME)].phase == "Succeeded"
+    await handlers.offset_reset_deleted(body=body(uid, deletionTimestamp="2026-11-28T10:00:00Z"))
     rt.resets.release.assert_awaited_once()
     assert (NS, NAME) not in OBJECTS.resets
-    # a tick that comes after the deletion began observes nothing
-    await handlers.offset_reset_check(body=body(deletionTimestamp="2026-11-28T10:00:00Z"))
+    # the timer's next tick, with the body it was handed before the deletion
+    await handlers.offset_reset_check(body=body(uid))
     assert (NS, NAME) not in OBJECTS.resets
+
+
+def test_the_deleted_uids_remembered_are_bounded() -> None:
+    metrics = ObjectMetrics()
+    for i in range(GONE_REMEMBERED + 1):
+        metrics.forget("OffsetReset", NS, f"r{i}", uid=f"u{i}")
+    metrics.observe_reset(NS, "r0", {"phase": "Running"}, uid="u0")  # the oldest, no longer remembered
+    metrics.observe_reset(NS, "r1", {"phase": "Running"}, uid="u1")
+    assert set(metrics.resets) == {(NS, "r0")}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -81,6 +82,10 @@ def crds(kube: KubeAPI, kube_client: Any) -> None:
 @pytest.fixture(scope="session")
 def operator(crds: None, kube: KubeAPI) -> Iterator[Any]:
     """The operator, in-process, watching all namespaces, for the whole session."""
+    # connectops.handlers reads its settings (and kopf its timer intervals) once, at import: a
+    # test of this worker that imported it earlier would run the operator on the defaults, and
+    # every resync-paced wait of the session would time out (CI51: 13 failed)
+    assert "connectops.handlers" not in sys.modules, "connectops.handlers was imported before OPERATOR_ENV was set"
     os.environ.update(OPERATOR_ENV)
     from kopf.testing import KopfRunner
 

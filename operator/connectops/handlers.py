@@ -361,7 +361,8 @@ async def connector_sweep(body: kopf.Body, stopped: kopf.DaemonStopped, **kwargs
 @kopf.on.delete(GROUP, VERSION, "connectors")
 async def connector_deleted(body: kopf.Body, retry: int, **kwargs: Any) -> None:
     rt = runtime()
-    OBJECTS.forget("Connector", body["metadata"]["namespace"], body["metadata"]["name"], uid=body["metadata"]["uid"])
+    meta = body["metadata"]
+    OBJECTS.forget("Connector", meta["namespace"], meta["name"], uid=meta["uid"])
     async with rt.locks[body["metadata"]["uid"]]:
         try:
             rivals = _rivals(_claims(kwargs), body)
@@ -484,7 +485,7 @@ async def offset_reset(body: kopf.Body, retry: int, **kwargs: Any) -> None:
 
 def _observe_reset(body: kopf.Body) -> None:
     meta = body["metadata"]
-    OBJECTS.observe_reset(meta["namespace"], meta["name"], body.get("status") or {}, uid=meta.get("uid") or "")
+    OBJECTS.observe_reset(meta["namespace"], meta["name"], body.get("status") or {}, uid=meta["uid"])
 
 
 async def _hand_back(reset_body: Any, claims: ClaimIndex) -> None:

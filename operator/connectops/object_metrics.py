@@ -99,14 +99,14 @@ class ObjectMetrics(Collector):
         spec: Mapping[str, Any],
         status: Mapping[str, Any],
         *,
+        uid: str,
         drift: bool = False,
-        uid: str = "",
     ) -> None:
         published = ConnectorStatus.salvage(status)
         check = published.last_check
         headline = (check.headline if check is not None else None) or {}
         with self._lock:
-            if uid and uid in self._gone:
+            if uid in self._gone:
                 return
             view = self.connectors.setdefault((namespace, name), ConnectorView())
             view.desired = _one_of(spec.get("state", "running"), DESIRED_STATES, "running")
@@ -124,10 +124,10 @@ class ObjectMetrics(Collector):
             cost = published.last_interruption
             view.interruption_s = cost.seconds if cost is not None else None
 
-    def observe_reset(self, namespace: str, name: str, status: Mapping[str, Any], *, uid: str = "") -> None:
+    def observe_reset(self, namespace: str, name: str, status: Mapping[str, Any], *, uid: str) -> None:
         published = OffsetResetStatus.salvage(status)
         with self._lock:
-            if uid and uid in self._gone:
+            if uid in self._gone:
                 return
             view = self.resets.setdefault((namespace, name), ResetView())
             view.phase = _one_of(published.phase or "Pending", PHASES, "Pending")
@@ -137,14 +137,13 @@ class ObjectMetrics(Collector):
             view.started_at = min(starts) if starts else None
             view.finished_at = max(ends) if ends and view.phase in ("Succeeded", "Failed") else None
 
-    def forget(self, kind: str, namespace: str, name: str, *, uid: str = "") -> None:
+    def forget(self, kind: str, namespace: str, name: str, *, uid: str) -> None:
         with self._lock:
             (self.connectors if kind == "Connector" else self.resets).pop((namespace, name), None)
-            if uid:
-                self._gone[uid] = None
-                self._gone.move_to_end(uid)
-                while len(self._gone) > GONE_REMEMBERED:
-                    self._gone.popitem(last=False)
+            self._gone[uid] = None
+            self._gone.move_to_end(uid)
+            while len(self._gone) > GONE_REMEMBERED:
+                self._gone.popitem(last=False)
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         with self._lock:

@@ -22,7 +22,7 @@ def test_paused_verdict_and_time_lag_are_exported() -> None:
             "headline": {"totalLag": 140, "timeLagSeconds": 139.5},
         }
     }
-    metrics.observe_connector("ns", "sink", {"state": "paused"}, status)
+    metrics.observe_connector("ns", "sink", {"state": "paused"}, status, uid="u-sink")
     text = exposition(metrics)
     assert 'connectops_connector_check_verdict{name="sink",namespace="ns",verdict="PAUSED"} 1.0' in text
     assert 'connectops_connector_lag_seconds{name="sink",namespace="ns"} 139.5' in text
@@ -38,7 +38,7 @@ def test_unknown_time_lag_and_verdict_leave_no_value() -> None:
             "headline": {"totalLag": 3, "timeLagSeconds": True},
         }
     }
-    metrics.observe_connector("ns", "sink", {}, status)
+    metrics.observe_connector("ns", "sink", {}, status, uid="u-sink")
     text = exposition(metrics)
     assert "connectops_connector_lag_seconds{" not in text  # a bool is not a number of seconds
     assert 'verdict="NONE"} 1.0' in text
@@ -47,8 +47,8 @@ def test_unknown_time_lag_and_verdict_leave_no_value() -> None:
 def test_the_last_change_cost_is_exported_only_when_measured() -> None:
     metrics = ObjectMetrics()
     measured = {"cause": "ConfigUpdated", "connector": "c", "outcome": "Measured", "stoppedAt": "2026-11-25T10:00:00Z"}
-    metrics.observe_connector("ns", "c", {}, {"lastInterruption": {**measured, "seconds": 2.25}})
-    metrics.observe_connector("ns", "d", {}, {"lastInterruption": {**measured, "outcome": "NoStopSeen"}})
+    metrics.observe_connector("ns", "c", {}, {"lastInterruption": {**measured, "seconds": 2.25}}, uid="u-c")
+    metrics.observe_connector("ns", "d", {}, {"lastInterruption": {**measured, "outcome": "NoStopSeen"}}, uid="u-d")
     text = exposition(metrics)
     assert 'connectops_connector_last_interruption_seconds{name="c",namespace="ns"} 2.25' in text
     assert 'connectops_connector_last_interruption_seconds{name="d"' not in text

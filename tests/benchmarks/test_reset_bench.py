@@ -14,6 +14,10 @@ def test_reset_bench_smoke(tmp_path: Path) -> None:
     data = run_smoke("reset_bench", tmp_path)
     assert data["operator_seconds"]["n"] == data["direct_seconds"]["n"] == 1
     assert data["ratio_median"] > 0
+    # the outcome as a watching client saw it (the figure) and as the 50 ms poller did
+    (watched,), (polled,) = data["operator_seconds"]["runs"], data["operator_seconds_polled"]["runs"]
+    assert watched > 0
+    assert polled > 0
     # the operator's steps were all timed from its own status history
     assert {"stop", "reset", "resume", "verify"} <= set(data["operator_step_seconds_median"])
     # Connect's answer to the read-back (GET /offsets while stopped) is found in the worker's log

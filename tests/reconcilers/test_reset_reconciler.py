@@ -206,6 +206,14 @@ async def test_each_step_boundary_is_one_durable_write_before_the_next_step_acts
     # lock this reset took plainly is taken again the same way by a rerun: its completion
     # rides with inspect's and the backup's, on the write before the stop)
     assert completions == [["lock", "inspect", "backup"], ["stop"], ["reset"], ["resume", "verify"], ["unlock"]]
+    # six status writes in all (the first, then one per boundary above): the count
+    # benchmarks/reset_floor_bench.py times as the floor under the reset's overhead
+    reset_writes = [
+        p
+        for ns, plural, name, p in world.kube.status_patches
+        if (ns, plural, name) == (NAMESPACE, "offsetresets", RESET)
+    ]
+    assert len(reset_writes) == 6, reset_writes
     # the reset's acceptance (its spec's hash, its steps) rides on the lock step's start: the
     # first write of all already has the lock Running, and nothing was called before it but reads
     first = next(

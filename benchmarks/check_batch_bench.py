@@ -28,7 +28,7 @@ checked: the ConfigMap it names holds a verdict for that connector, and the stat
 ConfigMap says.
 
     .venv/bin/python benchmarks/check_batch_bench.py                # 500 Connectors
-    .venv/bin/python benchmarks/check_batch_bench.py --smoke        # 12 Connectors (CI)
+    .venv/bin/python benchmarks/check_batch_bench.py --smoke        # 8 Connectors (CI)
     .venv/bin/python benchmarks/check_batch_bench.py --connectors 100 --drivers 8
 """
 
@@ -195,10 +195,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--connectors", type=int, default=500)
     parser.add_argument("--drivers", type=int, default=4, help="drivers the stand-in cluster has room for")
-    parser.add_argument("--smoke", action="store_true", help="12 Connectors (CI)")
+    parser.add_argument("--smoke", action="store_true", help="8 Connectors (CI)")
     parser.add_argument("--output", type=Path)
     args = parser.parse_args(argv)
-    connectors = 12 if args.smoke else args.connectors
+    connectors = 8 if args.smoke else args.connectors
     results = []
     # standalone: in a worker group every connector created is a rebalance, ~3-4 s each on Tansu
     # (apply_bench says more); the checks read the same REST API either way

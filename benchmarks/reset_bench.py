@@ -355,10 +355,10 @@ def run(bench: Bench, repeat: int, timeline: bool = False) -> dict[str, Any]:
         for name in (managed, manual):
             wait(lambda n=name: direct.running(n) and direct.offsets(n), 120, f"{name} running with offsets", 0.2)
 
-        probe = Timeline(bench, direct, ns, f"r{i}", managed) if timeline else None
         witness = Witness(worker_log, direct, managed)
         finish = Finish(bench, ns, f"r{i}")
         time.sleep(0.2)  # the watch's request reaches the API server before the create does
+        probe = Timeline(bench, direct, ns, f"r{i}", managed) if timeline else None
         started = time.perf_counter()
         bench.create(ns, "offsetresets", "OffsetReset", f"r{i}", {"connectorRef": {"name": managed}})
         status = wait(

@@ -74,7 +74,11 @@ def test_check_runs_after_each_change_and_reports(
         fail_submission=fail_later,
         log_dir=tmp_path / "spark",
     ) as harness:
-        # two sinks of one Connect cluster changed within the batch window: one application
+        # two sinks of one Connect cluster changed within the batch window: one application.
+        # A check is asked for once its change has settled. Two sinks created together settle
+        # a rebalance or more apart, which on a loaded machine outlasted the window (CI32 at
+        # 5 s; CI54 at 10 s, 11.3 s apart), so they are created paused, without checks, and the
+        # change is resuming both at once: a resume settles without a rebalance.
         for name, out in ((sink, "out.txt"), (other, "out-b.txt")):
             k8s.create(
                 "connectors",
@@ -83,12 +87,17 @@ def test_check_runs_after_each_change_and_reports(
                     "clusterRef": {"name": "main"},
                     "class": SINK,
                     "config": {"file": str(tmp_path / out), "topics": topic},
-                    "check": {**check, "maxLag": 1000 if name == sink else 2000},
+                    "state": "paused",
+                    "check": {"enabled": False},
                 },
                 "Connector",
             )
         for name in (sink, other):
             k8s.wait_condition("connectors", name, "Ready", "True")
+        assert all(not (k8s.get("connectors", name)["status"].get("lastCheck")) for name in (sink, other))
+        for name in (sink, other):
+            checked = {**check, "enabled": True, "maxLag": 1000 if name == sink else 2000}
+            k8s.patch_spec("connectors", name, {"state": "running", "check": checked})
         queued = {
             name: wait_for(
                 lambda name=name: (k8s.get("connectors", name)["status"].get("lastCheck") or {}).get("application"),

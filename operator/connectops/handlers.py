@@ -363,7 +363,7 @@ async def connector_deleted(body: kopf.Body, retry: int, **kwargs: Any) -> None:
     rt = runtime()
     meta = body["metadata"]
     OBJECTS.forget("Connector", meta["namespace"], meta["name"], uid=meta["uid"])
-    async with rt.locks[body["metadata"]["uid"]]:
+    async with rt.locks[meta["uid"]]:
         try:
             rivals = _rivals(_claims(kwargs), body)
             await rt.connectors.delete(ConnectorObject.from_body(body), _emitter(body), rivals=rivals)

@@ -94,7 +94,7 @@ def test_check_runs_after_each_change_and_reports(
             )
         for name in (sink, other):
             k8s.wait_condition("connectors", name, "Ready", "True")
-        assert all(not (k8s.get("connectors", name)["status"].get("lastCheck")) for name in (sink, other))
+        assert all(not k8s.get("connectors", name)["status"].get("lastCheck") for name in (sink, other))
         for name in (sink, other):
             checked = {**check, "enabled": True, "maxLag": 1000 if name == sink else 2000}
             k8s.patch_spec("connectors", name, {"state": "running", "check": checked})

@@ -139,6 +139,7 @@ async def test_each_step_boundary_is_one_durable_write_before_the_next_step_acts
     The starts of the steps that need no write of their own (verify changes nothing, the backup
     is found again by name, the reset step writes each offsets call before sending it) ride on
     the next write: fewer writes, never a call the status does not announce."""
+    world.seed("bystander", SOURCE_CONFIG, SOURCE_OFFSETS)
     seen_at_call: dict[str, dict[str, Any]] = {}
     args_of: dict[str, tuple[Any, ...]] = {}
 
@@ -214,6 +215,10 @@ async def test_each_step_boundary_is_one_durable_write_before_the_next_step_acts
         if (ns, plural, name) == (NAMESPACE, "offsetresets", RESET)
     ]
     assert len(reset_writes) == 6, reset_writes
+    # and the worker holds what was asked: the target's offsets gone, a connector it must not
+    # touch unchanged
+    assert world.offsets(NAME) == []
+    assert world.offsets("bystander") == SOURCE_OFFSETS
     # the reset's acceptance (its spec's hash, its steps) rides on the lock step's start: the
     # first write of all already has the lock Running, and nothing was called before it but reads
     first = next(

@@ -154,9 +154,12 @@ def test_one_process_acts_and_the_standby_takes_over(
     assert b.proc.returncode == 0, b.log_tail()
     assert holder(k8s) is None
     a.start(election=election(k8s.ns))
-    started = time.monotonic()
-    wait_for(lambda: leader_identity(a), 30, "a leads again")
-    assert time.monotonic() - started < DURATION, "a waited for a lease that had been released"
+    third = wait_for(lambda: leader_identity(a), 60, "a leads again")
+    assert holder(k8s) == third
+    # at once = its first attempt won. Not timed from the process start: under CI's load the
+    # interpreter's imports alone took 10.7 s once (stop 34's landing), which says nothing of
+    # the Lease; a Lease still held would show as a "standing by" line before the lead
+    assert "standing by" not in a.log(), a.log_tail()
 
 
 def test_a_frozen_leader_is_replaced_and_ends_itself_when_it_thaws(

@@ -502,9 +502,10 @@ class KubeAPI(_Server):
 class Tansu(_Server):
     """A Tansu broker with in-memory storage: speaks the Kafka protocol, is not Apache Kafka.
 
-    Known differences that matter to tests: auto-created topics get 4 partitions, and consumer
-    group joins wait for the session timeout, so test consumers should use
-    ``session.timeout.ms=6000`` (see ``consumer_config``).
+    Known differences that matter to tests: auto-created topics get 4 partitions, and a consumer
+    group join is answered only once half the session timeout has passed (pinned by
+    tests/test_env_smoke.py::test_a_lone_member_joins_at_once). Test consumers use
+    ``session.timeout.ms=6000`` (see ``consumer_config``); the Connect workers a shorter one.
     """
 
     def __init__(
@@ -610,9 +611,9 @@ class ConnectWorker(_Server):
     ``group_id`` and the three storage topics are derived from ``name`` unless given, so several
     independent worker groups can share one broker. The worker keeps its port, group and topics
     across ``kill()``/``stop()`` + ``start()``, like a restarted pod: it rejoins and re-reads its
-    connectors from the config topic. Measured here: ready ~6-9 s after a cold start or a
-    ``stop()``; ~8-14 s after a ``kill()``, because the broker holds the group join until the
-    killed member's session (``session.timeout.ms=6000``) has expired.
+    connectors from the config topic. Ready some seconds after a cold start or a ``stop()``, a
+    little longer after a ``kill()``: the broker holds the group join until the killed member's
+    session (``session.timeout.ms=2000``) has expired.
     """
 
     def __init__(
@@ -634,7 +635,7 @@ class ConnectWorker(_Server):
     ) -> None:
         self.workdir = _unique_workdir(root, name)
         # Standalone mode: the same REST API and runtime without a worker group, so creating a
-        # connector costs no group rebalance (on Tansu each rebalance waits ~3 s for the join).
+        # connector costs no group rebalance (on Tansu each join waits half the session timeout).
         # For benchmarks that need a thousand connectors; offsets live in a local file.
         self.standalone = standalone
         self.name = name
@@ -688,12 +689,18 @@ class ConnectWorker(_Server):
             "rest.advertised.port": str(self.port),
             # Scanning only the classpath/plugin.path avoids needing ServiceLoader manifests.
             "plugin.discovery": "only_scan",
-            # Short group timeouts: Tansu holds group joins until the session timeout, and a killed
-            # worker must leave the group quickly for outage tests.
-            "session.timeout.ms": "6000",
-            "heartbeat.interval.ms": "2000",
-            "consumer.session.timeout.ms": "6000",
-            "consumer.heartbeat.interval.ms": "2000",
+            # Short group timeouts. Tansu 0.6 answers a JoinGroup only once half the session
+            # timeout has passed (it re-checks each second: 6000 ms -> 3 s per join, 2000 -> 1 s),
+            # and every connector created, deleted or given new task configs costs the worker
+            # group two or three joins, every sink task start one for its consumer group
+            # (measured: three creations one after another 7.3 s with 6000, 3.3 s with 2000).
+            # Apache Kafka answers once every known member has rejoined. A killed worker also
+            # leaves the group sooner for the outage tests. Heartbeats every 500 ms: four chances
+            # before a loaded machine's stall could expire the session.
+            "session.timeout.ms": "2000",
+            "heartbeat.interval.ms": "500",
+            "consumer.session.timeout.ms": "2000",
+            "consumer.heartbeat.interval.ms": "500",
             # The default (5 min) delays reassigning a vanished worker's connectors; one-worker
             # test groups gain nothing from waiting for it to come back.
             "scheduled.rebalance.max.delay.ms": "1000",

@@ -67,51 +67,43 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
             terminalreporter.write_line(f"{name}: {timings}")
 
 
-#: The longest files (seconds per file in CI53, a full run on 2 cores and 3 workers; the check
-#: batch smoke's figure scaled to its 8 Connectors), longest first: with ``--dist=loadfile`` a
-#: worker takes the next whole file when it is free, so a long file left for the end runs alone
-#: while the other workers idle (CI53 ended on the 109 s rotation smoke, alone for 2 minutes).
+#: The longest files (seconds per file in CI57, a full run on 2 cores and 3 workers, with the
+#: Connect workers' 2 s group sessions), longest first: with ``--dist=loadfile`` a worker takes
+#: the next whole file when it is free, so a long file left for the end runs alone while the
+#: other workers idle (CI53 ended on the 109 s rotation smoke, alone for 2 minutes).
 SLOW_FIRST = (
-    "tests/e2e/test_offset_reset_mm2.py",  # 469
-    "tests/helm/test_rbac_proof.py",  # 368
-    "tests/image/test_operator_image.py",  # 365
-    "tests/e2e/test_connector_e2e.py",  # 355
-    "tests/e2e/test_offset_reset_crash.py",  # 335
-    "tests/e2e/test_offset_truth_sink.py",  # 316
-    "tests/e2e/test_offset_reset_e2e.py",  # 300
-    "tests/e2e/test_producer_pressure_cr.py",  # 279
-    "tests/e2e/test_rename.py",  # 256
-    "tests/e2e/test_offset_truth_source.py",  # 249
-    "tests/benchmarks/test_check_batch_bench.py",  # 228
-    "tests/e2e/test_offset_reset_faults.py",  # 198
-    "tests/spark/test_burrow_table.py",  # 176
-    "tests/adapters/test_connect_contract.py",  # 175
-    "tests/spark/test_check_burrow.py",  # 166
-    "tests/benchmarks/test_crash_bench.py",  # 154
-    "tests/benchmarks/test_fault_bench.py",  # 134
-    "tests/test_spark_operator_harness.py",  # 131
-    "tests/benchmarks/test_bad_input_bench.py",  # 128
-    "tests/e2e/test_offsets_on_create.py",  # 126
-    "tests/e2e/test_ownership.py",  # 124
-    "tests/e2e/test_checks_e2e.py",  # 124
-    "tests/spark/test_collect_integration.py",  # 123
-    "tests/e2e/test_reset_safety.py",  # 118
-    "tests/spark/test_mm2_lag.py",  # 112
-    "tests/adapters/test_kafka_offsets.py",  # 112
-    "tests/benchmarks/test_rotation_bench.py",  # 109
-    "tests/adapters/test_mm2_shapes.py",  # 90
-    "tests/benchmarks/test_apply_bench.py",  # 88
-    "tests/benchmarks/test_reset_bench.py",  # 86
-    "tests/e2e/test_producer_pressure_env.py",  # 86
-    "tests/benchmarks/test_producer_pressure_bench.py",  # 86
-    "tests/test_dockerfile.py",  # 76
-    "tests/spark/test_check_crosscheck.py",  # 73
-    "tests/e2e/test_plan.py",  # 70
-    "tests/e2e/test_leader_election.py",  # 67
-    "tests/e2e/test_reset_lock_namespaces.py",  # 67
-    "tests/e2e/test_object_metrics.py",  # 65
-    "tests/e2e/test_verbs.py",  # 62
-    "tests/benchmarks/test_spark_check_bench.py",  # 62
+    "tests/helm/test_rbac_proof.py",  # 310
+    "tests/e2e/test_offset_reset_mm2.py",  # 224
+    "tests/e2e/test_connector_e2e.py",  # 209
+    "tests/e2e/test_offset_truth_sink.py",  # 190
+    "tests/e2e/test_offset_reset_crash.py",  # 176
+    "tests/e2e/test_offset_reset_faults.py",  # 164
+    "tests/e2e/test_offset_reset_e2e.py",  # 160
+    "tests/e2e/test_offset_truth_source.py",  # 152
+    "tests/e2e/test_producer_pressure_cr.py",  # 148
+    "tests/e2e/test_rename.py",  # 142
+    "tests/benchmarks/test_check_batch_bench.py",  # 134
+    "tests/image/test_operator_image.py",  # 128
+    "tests/e2e/test_checks_e2e.py",  # 110
+    "tests/benchmarks/test_rotation_bench.py",  # 102
+    "tests/spark/test_burrow_table.py",  # 96
+    "tests/benchmarks/test_spark_check_bench.py",  # 94
+    "tests/benchmarks/test_crash_bench.py",  # 87
+    "tests/spark/test_check_burrow.py",  # 83
+    "tests/e2e/test_offsets_on_create.py",  # 79
+    "tests/spark/test_collect_integration.py",  # 78
+    "tests/benchmarks/test_fault_bench.py",  # 77
+    "tests/adapters/test_connect_contract.py",  # 74
+    "tests/benchmarks/test_bad_input_bench.py",  # 73
+    "tests/e2e/test_ownership.py",  # 73
+    "tests/test_spark_operator_harness.py",  # 72
+    "tests/adapters/test_kafka_offsets.py",  # 66
+    "tests/e2e/test_reset_safety.py",  # 62
+    "tests/test_dockerfile.py",  # 62
+    "tests/e2e/test_producer_pressure_env.py",  # 59
+    "tests/spark/test_mm2_lag.py",  # 55
+    "tests/e2e/test_verbs.py",  # 55
+    "tests/benchmarks/test_producer_pressure_bench.py",  # 53
 )
 
 

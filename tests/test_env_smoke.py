@@ -229,7 +229,8 @@ def test_a_lone_member_joins_at_once(kafka: Tansu) -> None:
             consumer.poll(0.1)
     finally:
         consumer.close()
-    assert assigned, "never assigned"
+    if not assigned:  # not the deviation: the strict xfail must not count this as it
+        pytest.fail("never assigned")
     # generous for a loaded machine, and still half of what Tansu takes
     assert assigned[0] < 1.5, f"assigned after {assigned[0]:.1f} s"
 

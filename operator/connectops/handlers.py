@@ -12,7 +12,7 @@ import contextlib
 import logging
 import random
 from collections import defaultdict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any, cast
 
 import kopf
@@ -115,6 +115,10 @@ async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.posting.level = logging.WARNING
     settings.execution.max_workers = max(settings.execution.max_workers or 0, 4)
     settings.watching.server_timeout = 300
+    # an object's finalizer stays until its timers have returned; a timer caught mid-run when
+    # the object is deleted is looked at again after this long (kopf's default, 60 s, kept a
+    # deleted ConnectCluster or OffsetReset for a minute after its run had ended)
+    settings.background.cancellation_polling = 1.0
     # before kopf's first request: each connection it opens from here on gets the smaller buffer
     memory.smaller_tls_buffers()
     runtime()
@@ -183,17 +187,17 @@ def connector_claims(body: kopf.Body, **_: Any) -> dict[str, Claim] | None:
     return {claimed_name(name, spec): claim} if claim else None
 
 
-@contextlib.asynccontextmanager
-async def _periodic() -> AsyncIterator[None]:
-    """Periodic work (a resync timer's run) happens inside, marked as such for the adapters.
+async def _jitter(stopped: kopf.DaemonStopped) -> bool:
+    """A resync timer's random wait before its run; True when the object was deleted (or the
+    operator is stopping) meanwhile, and the run should not start.
 
     Jitter: kopf fires every object's timer on the same period, so the objects seen at start-up
     would resync in one burst forever; a random delay of up to a tenth of the period (before the
     object's lock is taken, so no change waits for it) spreads them, and since the next run is
-    timed from the end of this one, they stay spread."""
-    await asyncio.sleep(random.uniform(0, SETTINGS.resync_seconds * 0.1))
-    with background():
-        yield
+    timed from the end of this one, they stay spread. The wait ends early on deletion because
+    kopf keeps the object's finalizer until a running timer returns."""
+    await stopped.wait(random.uniform(0, SETTINGS.resync_seconds * 0.1))
+    return bool(stopped)
 
 
 def _claims(kwargs: dict[str, Any]) -> ClaimIndex:
@@ -404,8 +408,10 @@ async def cluster_changed(body: kopf.Body, patch: kopf.Patch, retry: int, **_: A
     interval=SETTINGS.resync_seconds,
     initial_delay=SETTINGS.resync_seconds,
 )
-async def cluster_resync(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
-    async with _periodic():
+async def cluster_resync(body: kopf.Body, patch: kopf.Patch, **kwargs: Any) -> None:
+    if await _jitter(kwargs["stopped"]):
+        return
+    with background():
         await _reconcile_cluster(body, patch, 0)
 
 
@@ -521,15 +527,18 @@ async def _hand_back(reset_body: Any, claims: ClaimIndex) -> None:
 
 
 @kopf.timer(GROUP, VERSION, "offsetresets", interval=SETTINGS.resync_seconds, initial_delay=SETTINGS.resync_seconds)
-async def offset_reset_check(body: kopf.Body, **_: Any) -> None:
+async def offset_reset_check(body: kopf.Body, **kwargs: Any) -> None:
     """Follows the lag/balance check a finished reset launched, until its verdict is published."""
     rt = runtime()
+    if await _jitter(kwargs["stopped"]):
+        return
     _observe_reset(body)
-    async with _periodic(), rt.locks[body["metadata"]["uid"]]:
-        try:
-            await rt.resets.follow_check(body, _emitter(body))
-        except Exception as exc:
-            raise _retry_later(exc, 0) from None
+    with background():
+        async with rt.locks[body["metadata"]["uid"]]:
+            try:
+                await rt.resets.follow_check(body, _emitter(body))
+            except Exception as exc:
+                raise _retry_later(exc, 0) from None
 
 
 @kopf.on.delete(GROUP, VERSION, "offsetresets", optional=True)

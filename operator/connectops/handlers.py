@@ -162,17 +162,15 @@ async def _seed_claims(rt: Runtime) -> int:
     literal = select_specific_namespaces(patterns)
     named = patterns and len(literal) == len(patterns)
     scopes: list[str | None] = [str(n) for n in sorted(literal)] if named else [None]
+
+    def watched(body: Mapping[str, Any]) -> bool:
+        namespace = (body.get("metadata") or {}).get("namespace", "")
+        return not patterns or any(match_namespace(namespace, p) for p in patterns)
+
     seeded = 0
     for scope in scopes:
         async for page in rt.kube.custom_object_pages("connectors", scope):
-            ours = [
-                body
-                for body in page
-                if scope is not None
-                or not patterns
-                or any(match_namespace((body.get("metadata") or {}).get("namespace", ""), p) for p in patterns)
-            ]
-            seeded += rt.indexes.seed_claims(ours)
+            seeded += rt.indexes.seed_claims(body for body in page if scope is not None or watched(body))
     return seeded
 
 
@@ -250,7 +248,7 @@ async def _jitter(stopped: kopf.DaemonStopped) -> bool:
     return bool(stopped)
 
 
-def _claims(_kwargs: dict[str, Any] | None = None) -> ClaimIndex:
+def _claims() -> ClaimIndex:
     return runtime().indexes.claims
 
 
@@ -338,15 +336,15 @@ async def _reconcile_connector(
 
 @kopf.on.create(GROUP, VERSION, "connectors")
 @kopf.on.update(GROUP, VERSION, "connectors", field="spec")
-async def connector_changed(body: kopf.Body, patch: kopf.Patch, retry: int, **kwargs: Any) -> None:
-    await _reconcile_connector(body, patch, retry, _claims(kwargs), periodic=False)
+async def connector_changed(body: kopf.Body, patch: kopf.Patch, retry: int, **_: Any) -> None:
+    await _reconcile_connector(body, patch, retry, _claims(), periodic=False)
 
 
 @kopf.on.resume(GROUP, VERSION, "connectors")
-async def connector_resumed(body: kopf.Body, patch: kopf.Patch, retry: int, **kwargs: Any) -> None:
+async def connector_resumed(body: kopf.Body, patch: kopf.Patch, retry: int, **_: Any) -> None:
     # at start-up every object resumes at once: they share one listing of their worker group
     # (a spec changed while the operator was down is also an update, read afresh)
-    await _reconcile_connector(body, patch, retry, _claims(kwargs), periodic=False, listed=True)
+    await _reconcile_connector(body, patch, retry, _claims(), periodic=False, listed=True)
 
 
 #: the parts of a Connector its resync reads (the body kopf hands a change handler, less
@@ -400,12 +398,12 @@ async def _resync_connector(uid: str, latest: Callable[[str], dict[str, Any] | N
 
 
 @kopf.daemon(GROUP, VERSION, "connectclusters", cancellation_timeout=30.0)
-async def connector_sweep(body: kopf.Body, stopped: kopf.DaemonStopped, **kwargs: Any) -> None:
+async def connector_sweep(body: kopf.Body, stopped: kopf.DaemonStopped, **_: Any) -> None:
     """The resync of every Connector of this ConnectCluster, paced across the period."""
     key = (body["metadata"]["namespace"], body["metadata"]["name"])
     indexes = runtime().indexes
     members = indexes.by_cluster
-    claims = _claims(kwargs)
+    claims = _claims()
     latest = indexes.latest
 
     async def resync(uid: str) -> None:
@@ -421,13 +419,13 @@ async def connector_sweep(body: kopf.Body, stopped: kopf.DaemonStopped, **kwargs
 
 
 @kopf.on.delete(GROUP, VERSION, "connectors")
-async def connector_deleted(body: kopf.Body, retry: int, **kwargs: Any) -> None:
+async def connector_deleted(body: kopf.Body, retry: int, **_: Any) -> None:
     rt = runtime()
     meta = body["metadata"]
     OBJECTS.forget("Connector", meta["namespace"], meta["name"], uid=meta["uid"])
     async with rt.locks[meta["uid"]]:
         try:
-            rivals = _rivals(_claims(kwargs), body)
+            rivals = _rivals(_claims(), body)
             await rt.connectors.delete(ConnectorObject.from_body(body), _emitter(body), rivals=rivals)
         except Exception as exc:
             raise _retry_later(exc, retry) from None
@@ -507,21 +505,21 @@ async def cluster_event(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None
     runtime().indexes.cluster_event(body, deleted=event.get("type") == "DELETED")
 
 
-async def secret_changed(event: kopf.RawEvent, body: kopf.Body, **kwargs: Any) -> None:
+async def secret_changed(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
     """A Secret of a watched namespace was listed, changed or deleted: the objects reading a key
     that changed are reconciled now (see :mod:`connectops.reconcilers.secret_rotation`). Secrets
     nobody references cost a dictionary lookup; their data is neither kept nor logged."""
     meta = body.get("metadata") or {}
     where = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
-    connectors: SecretIndex = runtime().indexes.connector_secrets
-    clusters: SecretIndex = runtime().indexes.cluster_secrets
-    uses = [*connectors.get(where, []), *clusters.get(where, [])]
     rt = runtime()
+    connectors: SecretIndex = rt.indexes.connector_secrets
+    clusters: SecretIndex = rt.indexes.cluster_secrets
+    uses = [*connectors.get(where, []), *clusters.get(where, [])]
     kind = event.get("type")
     keys = rt.rotation.changed(*where, body.get("data") or {}, uses, listed=kind is None, deleted=kind == "DELETED")
     if not keys:
         return
-    claims = _claims(kwargs)
+    claims = _claims()
     # a change, not periodic work: its Connect calls go ahead of a resync burst's
     for use in await rt.rotation.apply(*where, keys, uses, _emitter, lambda b: _rivals(claims, b)):
         metrics.RECONCILES.labels(kind=use.kind, trigger="secret-rotated").inc()
@@ -538,18 +536,18 @@ if SETTINGS.secret_rotation:
 @kopf.on.resume(GROUP, VERSION, "offsetresets")
 @kopf.on.create(GROUP, VERSION, "offsetresets")
 @kopf.on.update(GROUP, VERSION, "offsetresets", field="spec")
-async def offset_reset(body: kopf.Body, retry: int, **kwargs: Any) -> None:
+async def offset_reset(body: kopf.Body, retry: int, **_: Any) -> None:
     """Runs (or resumes) the step machine; it writes its own status step by step."""
     rt = runtime()
     _observe_reset(body)
     try:
         async with rt.locks[body["metadata"]["uid"]]:
-            ended = await rt.resets.run(body, _emitter(body), _claims(kwargs))
+            ended = await rt.resets.run(body, _emitter(body), _claims())
     except Exception as exc:
         metrics.RECONCILE_ERRORS.labels(kind="OffsetReset", error=type(exc).__name__).inc()
         raise _retry_later(exc, retry) from None
     if ended:
-        await _hand_back(body, _claims(kwargs))
+        await _hand_back(body, _claims())
 
 
 def _observe_reset(body: kopf.Body) -> None:

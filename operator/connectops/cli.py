@@ -61,6 +61,9 @@ def _run(args: argparse.Namespace) -> int:
     )
     # one line per HTTP request to Connect is noise at INFO; failures are logged by kopf
     logging.getLogger("httpx").setLevel(logging.WARNING)
+    # the startup LIST of Connectors' claims covers exactly what kopf will watch
+    # (connectops.handlers._seed_claims); a pattern may hold commas, so one per line
+    os.environ["CONNECTOPS_WATCH_NAMESPACES"] = "\n".join(args.namespace or ())
     import connectops.handlers  # noqa: F401 - registers the handlers with kopf
 
     if not os.environ.get("CONNECTOPS_LOCK_NAMESPACE"):

@@ -10,17 +10,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import random
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 import kopf
+from kopf._cogs.structs.references import match_namespace, select_specific_namespaces
 
 from connectops import kopf_fixes, memory, metrics
-from connectops.adapters.kube import KubeClient, load_kube_config
+from connectops.adapters.kube import KubeClient, KubeObjectMissing, load_kube_config
 from connectops.diffbase import DigestDiffBaseStorage
 from connectops.errors import as_kopf_error
+from connectops.indexes import Indexes
 from connectops.models import GROUP, VERSION
 from connectops.object_metrics import OBJECTS
 from connectops.planning.on_create import renamed_from
@@ -55,6 +58,19 @@ RESUME_CONCURRENCY = 32
 logger = logging.getLogger(__name__)
 
 
+class _QuietIndexing(logging.Filter):
+    """kopf logs each handler's success at INFO; for the index-keeping event handlers that is a
+    line per watch event of every object (each status write is one), which says nothing."""
+
+    QUIET = frozenset({"Handler 'connector_event' succeeded.", "Handler 'cluster_event' succeeded."})
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.msg not in self.QUIET
+
+
+logging.getLogger("kopf.objects").addFilter(_QuietIndexing())
+
+
 class Runtime:
     """Process-wide collaborators, built once the operator starts (kube config is loaded then)."""
 
@@ -69,6 +85,10 @@ class Runtime:
         self.connect_clusters = ConnectClusterReconciler(self.clusters, SETTINGS, book)
         self.resets = OffsetResetExecutor(self.kube, self.clusters, SETTINGS, checks=self.checks)
         self.locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+        #: every Connector's claim, body and cluster; who reads which Secret (connectops.indexes)
+        self.indexes = Indexes(
+            connector_claims, connectors_by_cluster, connector_secrets, cluster_secrets, _RESYNC_PARTS
+        )
         #: at most PERIODIC_CONCURRENCY Connector resyncs at work at once: a thousand in flight
         #: share the one event loop with a user's change, which then waits a whole round of them
         #: at every await (the apply benchmark's p99 at 1,000 Connectors was 7-9 s)
@@ -119,9 +139,39 @@ async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     # the object is deleted is looked at again after this long (kopf's default, 60 s, kept a
     # deleted ConnectCluster or OffsetReset for a minute after its run had ended)
     settings.background.cancellation_polling = 1.0
+    # Without kopf indexes (connectops.indexes) nothing holds kopf's workers until the whole
+    # first listing is seen, so a bound on them holds: a start with 10,000 Connectors no longer
+    # has 10,000 workers (each with its event's body) alive at once. A worker lets its slot go
+    # once idle this long (kopf's 5 s would make a start wait that long per slot).
+    settings.queueing.worker_limit = SETTINGS.kopf_workers
+    settings.queueing.idle_timeout = 0.1
     # before kopf's first request: each connection it opens from here on gets the smaller buffer
     memory.smaller_tls_buffers()
-    runtime()
+    rt = runtime()
+    # before kopf watches anything: every claim is known before the first Connector acts
+    seeded = await _seed_claims(rt)
+    logger.info("claims of %d Connectors read before watching", seeded)
+
+
+async def _seed_claims(rt: Runtime) -> int:
+    """The startup LIST of the watched namespaces' Connectors, a page at a time, keeping their
+    claims only (connectops.indexes). The namespaces are kopf's (``connectops run`` passes them
+    in CONNECTOPS_WATCH_NAMESPACES, one pattern a line; unset: every namespace). Listing every
+    namespace for a pattern is what kopf does too; a namespaced install names its namespaces."""
+    patterns = [p for p in os.environ.get("CONNECTOPS_WATCH_NAMESPACES", "").splitlines() if p.strip()]
+    literal = select_specific_namespaces(patterns)
+    named = patterns and len(literal) == len(patterns)
+    scopes: list[str | None] = [str(n) for n in sorted(literal)] if named else [None]
+
+    def watched(body: Mapping[str, Any]) -> bool:
+        namespace = (body.get("metadata") or {}).get("namespace", "")
+        return not patterns or any(match_namespace(namespace, p) for p in patterns)
+
+    seeded = 0
+    for scope in scopes:
+        async for page in rt.kube.custom_object_pages("connectors", scope):
+            seeded += rt.indexes.seed_claims(body for body in page if scope is not None or watched(body))
+    return seeded
 
 
 @kopf.on.login()
@@ -165,16 +215,14 @@ def _publish(outcome: Outcome, body: Any, patch: kopf.Patch, retry: int, kind: s
 # -- Connector -----------------------------------------------------------------------------------
 
 
-ClaimIndex = kopf.Index[str, Claim]
+ClaimIndex = Mapping[str, Sequence[Claim]]
 #: the Events a resync emits when it put Connect back to the spec
 _DRIFT_REASONS = frozenset({"DriftCorrected", "StateDriftCorrected"})
 
 
-@kopf.index(GROUP, VERSION, "connectors")
-def connector_claims(body: kopf.Body, **_: Any) -> dict[str, Claim] | None:
-    """Every Connector object by the connector it names, across the watched namespaces: kopf
-    fills indexes before any handler runs, so no object writes before it can see its rivals."""
-    kopf_fixes.forget_managed_fields(body)
+def connector_claims(body: Mapping[str, Any]) -> dict[str, Claim] | None:
+    """A Connector object by the connector it names (the claims index, connectops.indexes: seeded
+    by the startup LIST before any handler runs, so no object writes before it can see its rivals)."""
     meta, spec = body.get("metadata") or {}, body.get("spec") or {}
     name = str(meta.get("name") or "")
     claim = claim_of(
@@ -200,11 +248,21 @@ async def _jitter(stopped: kopf.DaemonStopped) -> bool:
     return bool(stopped)
 
 
-def _claims(kwargs: dict[str, Any]) -> ClaimIndex:
-    # kopf passes each index as a keyword named after its function; its callback protocols do
-    # not declare user indexes, so they are taken from the keywords rather than the signature
-    claims: ClaimIndex = kwargs["connector_claims"]
-    return claims
+def _claims() -> ClaimIndex:
+    return runtime().indexes.claims
+
+
+async def _confirm(claims: list[Claim]) -> None:
+    """Read afresh the claims only the startup LIST vouches for: an object deleted between that
+    LIST and kopf's own listing gets no event, and its claim would stop a Connector forever."""
+    rt = runtime()
+    for claim in rt.indexes.unconfirmed(claims):
+        try:
+            current = await rt.kube.custom_object(claim.namespace, "connectors", claim.name)
+        except KubeObjectMissing:
+            current = {}
+        if (current.get("metadata") or {}).get("uid") != claim.uid:
+            rt.indexes.forget_connector(claim.uid)
 
 
 def _rivals(claims: ClaimIndex, body: Any) -> list[Claim]:
@@ -251,6 +309,7 @@ async def _reconcile_connector(
             contextlib.nullcontext() if locked else rt.locks[body["metadata"]["uid"]]
         )
         async with lock, slot:
+            await _confirm([*_rivals(claims, body), *_old_claims(claims, body)])
             # read once a slot is held: at start-up every object waits here at once, and what
             # each built before its turn was held by all of them together (a restart with
             # 10,000 Connectors peaked ~60 MiB higher, restart_bench.py)
@@ -277,15 +336,15 @@ async def _reconcile_connector(
 
 @kopf.on.create(GROUP, VERSION, "connectors")
 @kopf.on.update(GROUP, VERSION, "connectors", field="spec")
-async def connector_changed(body: kopf.Body, patch: kopf.Patch, retry: int, **kwargs: Any) -> None:
-    await _reconcile_connector(body, patch, retry, _claims(kwargs), periodic=False)
+async def connector_changed(body: kopf.Body, patch: kopf.Patch, retry: int, **_: Any) -> None:
+    await _reconcile_connector(body, patch, retry, _claims(), periodic=False)
 
 
 @kopf.on.resume(GROUP, VERSION, "connectors")
-async def connector_resumed(body: kopf.Body, patch: kopf.Patch, retry: int, **kwargs: Any) -> None:
+async def connector_resumed(body: kopf.Body, patch: kopf.Patch, retry: int, **_: Any) -> None:
     # at start-up every object resumes at once: they share one listing of their worker group
     # (a spec changed while the operator was down is also an update, read afresh)
-    await _reconcile_connector(body, patch, retry, _claims(kwargs), periodic=False, listed=True)
+    await _reconcile_connector(body, patch, retry, _claims(), periodic=False, listed=True)
 
 
 #: the parts of a Connector its resync reads (the body kopf hands a change handler, less
@@ -296,17 +355,16 @@ _RESYNC_PARTS = ("apiVersion", "kind", "metadata", "spec", "status")
 SWEEP_IN_FLIGHT = 16
 
 
-@kopf.index(GROUP, VERSION, "connectors")
-def connector_bodies(body: kopf.Body, **_: Any) -> dict[str, dict[str, Any]] | None:
-    """Each Connector's latest body by uid, for its resync (see reconcilers.sweep): kopf keeps
-    index values current with every watch event, so a resync never acts on a spec older than
-    the one the change handlers saw."""
-    uid = (body.get("metadata") or {}).get("uid")
-    return {str(uid): {key: body[key] for key in _RESYNC_PARTS if key in body}} if uid else None
+@kopf.on.event(GROUP, VERSION, "connectors")
+async def connector_event(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
+    """Every watch event of a Connector keeps its index entries current (connectops.indexes):
+    kopf runs this before the object's change handlers, so a resync never acts on a spec older
+    than the one they saw, and a change sees its rivals as they are."""
+    kopf_fixes.forget_managed_fields(body)
+    runtime().indexes.connector_event(body, deleted=event.get("type") == "DELETED")
 
 
-@kopf.index(GROUP, VERSION, "connectors")
-def connectors_by_cluster(body: kopf.Body, **_: Any) -> dict[tuple[str, str], str] | None:
+def connectors_by_cluster(body: Mapping[str, Any]) -> dict[tuple[str, str], str] | None:
     """Each Connector's uid under the ConnectCluster it names (namespace, name)."""
     meta, ref = body.get("metadata") or {}, (body.get("spec") or {}).get("clusterRef")
     name = ref.get("name") if isinstance(ref, dict) else None
@@ -340,15 +398,13 @@ async def _resync_connector(uid: str, latest: Callable[[str], dict[str, Any] | N
 
 
 @kopf.daemon(GROUP, VERSION, "connectclusters", cancellation_timeout=30.0)
-async def connector_sweep(body: kopf.Body, stopped: kopf.DaemonStopped, **kwargs: Any) -> None:
+async def connector_sweep(body: kopf.Body, stopped: kopf.DaemonStopped, **_: Any) -> None:
     """The resync of every Connector of this ConnectCluster, paced across the period."""
     key = (body["metadata"]["namespace"], body["metadata"]["name"])
-    bodies: kopf.Index[str, dict[str, Any]] = kwargs["connector_bodies"]
-    members: kopf.Index[tuple[str, str], str] = kwargs["connectors_by_cluster"]
-    claims = _claims(kwargs)
-
-    def latest(uid: str) -> dict[str, Any] | None:
-        return next(iter(bodies.get(uid, [])), None)
+    indexes = runtime().indexes
+    members = indexes.by_cluster
+    claims = _claims()
+    latest = indexes.latest
 
     async def resync(uid: str) -> None:
         await _resync_connector(uid, latest, claims)
@@ -363,13 +419,13 @@ async def connector_sweep(body: kopf.Body, stopped: kopf.DaemonStopped, **kwargs
 
 
 @kopf.on.delete(GROUP, VERSION, "connectors")
-async def connector_deleted(body: kopf.Body, retry: int, **kwargs: Any) -> None:
+async def connector_deleted(body: kopf.Body, retry: int, **_: Any) -> None:
     rt = runtime()
     meta = body["metadata"]
     OBJECTS.forget("Connector", meta["namespace"], meta["name"], uid=meta["uid"])
     async with rt.locks[meta["uid"]]:
         try:
-            rivals = _rivals(_claims(kwargs), body)
+            rivals = _rivals(_claims(), body)
             await rt.connectors.delete(ConnectorObject.from_body(body), _emitter(body), rivals=rivals)
         except Exception as exc:
             raise _retry_later(exc, retry) from None
@@ -425,40 +481,45 @@ async def cluster_deleted(body: kopf.Body, **_: Any) -> None:
 # -- Secrets -------------------------------------------------------------------------------------
 
 #: (namespace, Secret name) -> the objects reading it and which keys: names only, never values
-SecretIndex = kopf.Index[tuple[str, str], SecretUse]
+SecretIndex = Mapping[tuple[str, str], Sequence[SecretUse]]
 
 
-def _secret_uses(body: kopf.Body, kind: str, keys: dict[str, frozenset[str]]) -> dict[tuple[str, str], SecretUse]:
+def _secret_uses(
+    body: Mapping[str, Any], kind: str, keys: dict[str, frozenset[str]]
+) -> dict[tuple[str, str], SecretUse]:
     meta = body.get("metadata") or {}
     namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
     return {(namespace, secret): SecretUse(kind, name, used) for secret, used in keys.items()}
 
 
-@kopf.index(GROUP, VERSION, "connectors")
-def connector_secrets(body: kopf.Body, **_: Any) -> dict[tuple[str, str], SecretUse] | None:
+def connector_secrets(body: Mapping[str, Any]) -> dict[tuple[str, str], SecretUse] | None:
     return _secret_uses(body, CONNECTOR, connector_secret_keys(body.get("spec") or {})) or None
 
 
-@kopf.index(GROUP, VERSION, "connectclusters")
-def cluster_secrets(body: kopf.Body, **_: Any) -> dict[tuple[str, str], SecretUse] | None:
+def cluster_secrets(body: Mapping[str, Any]) -> dict[tuple[str, str], SecretUse] | None:
     return _secret_uses(body, CONNECT_CLUSTER, cluster_secret_keys(body.get("spec") or {})) or None
 
 
-async def secret_changed(event: kopf.RawEvent, body: kopf.Body, **kwargs: Any) -> None:
+@kopf.on.event(GROUP, VERSION, "connectclusters")
+async def cluster_event(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
+    runtime().indexes.cluster_event(body, deleted=event.get("type") == "DELETED")
+
+
+async def secret_changed(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
     """A Secret of a watched namespace was listed, changed or deleted: the objects reading a key
     that changed are reconciled now (see :mod:`connectops.reconcilers.secret_rotation`). Secrets
     nobody references cost a dictionary lookup; their data is neither kept nor logged."""
     meta = body.get("metadata") or {}
     where = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
-    connectors: SecretIndex = kwargs["connector_secrets"]
-    clusters: SecretIndex = kwargs["cluster_secrets"]
-    uses = [*connectors.get(where, []), *clusters.get(where, [])]
     rt = runtime()
+    connectors: SecretIndex = rt.indexes.connector_secrets
+    clusters: SecretIndex = rt.indexes.cluster_secrets
+    uses = [*connectors.get(where, []), *clusters.get(where, [])]
     kind = event.get("type")
     keys = rt.rotation.changed(*where, body.get("data") or {}, uses, listed=kind is None, deleted=kind == "DELETED")
     if not keys:
         return
-    claims = _claims(kwargs)
+    claims = _claims()
     # a change, not periodic work: its Connect calls go ahead of a resync burst's
     for use in await rt.rotation.apply(*where, keys, uses, _emitter, lambda b: _rivals(claims, b)):
         metrics.RECONCILES.labels(kind=use.kind, trigger="secret-rotated").inc()
@@ -475,18 +536,18 @@ if SETTINGS.secret_rotation:
 @kopf.on.resume(GROUP, VERSION, "offsetresets")
 @kopf.on.create(GROUP, VERSION, "offsetresets")
 @kopf.on.update(GROUP, VERSION, "offsetresets", field="spec")
-async def offset_reset(body: kopf.Body, retry: int, **kwargs: Any) -> None:
+async def offset_reset(body: kopf.Body, retry: int, **_: Any) -> None:
     """Runs (or resumes) the step machine; it writes its own status step by step."""
     rt = runtime()
     _observe_reset(body)
     try:
         async with rt.locks[body["metadata"]["uid"]]:
-            ended = await rt.resets.run(body, _emitter(body), _claims(kwargs))
+            ended = await rt.resets.run(body, _emitter(body), _claims())
     except Exception as exc:
         metrics.RECONCILE_ERRORS.labels(kind="OffsetReset", error=type(exc).__name__).inc()
         raise _retry_later(exc, retry) from None
     if ended:
-        await _hand_back(body, _claims(kwargs))
+        await _hand_back(body, _claims())
 
 
 def _observe_reset(body: kopf.Body) -> None:

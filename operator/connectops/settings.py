@@ -34,6 +34,13 @@ class Settings:
     connect_concurrency: int = field(default_factory=lambda: _int("CONNECTOPS_CONNECT_CONCURRENCY", 8))
     #: kopf's API requests waiting for an answer at once (see kopf_fixes.bound_requests)
     kube_api_concurrency: int = field(default_factory=lambda: _int("CONNECTOPS_KUBE_API_CONCURRENCY", 32))
+    #: kopf workers (one per object with events to process) alive at once, per kopf watcher
+    #: (one for all namespaces when watching them all): what bounds a start's memory
+    #: (connectops.indexes). An object whose handler is retrying holds its worker through the
+    #: backoff (kopf sleeps in the worker), so this many objects retrying at once hold every
+    #: other object's change back until one of them ends its wait: the bound is high for that
+    #: reason, and a per-namespace object-count quota is what keeps one tenant from reaching it
+    kopf_workers: int = field(default_factory=lambda: _int("CONNECTOPS_KOPF_WORKERS", 1000))
     #: the largest answer read from a Connect endpoint (a worker, or whatever a restUrl points at)
     connect_max_response_bytes: int = field(
         default_factory=lambda: _int("CONNECTOPS_CONNECT_MAX_RESPONSE_BYTES", 32 << 20)

@@ -42,6 +42,9 @@ OPERATOR_ENV = {
     # a loaded CI machine came up more than the default 5 s apart (CI32: two applications where
     # test_check_runs_after_each_change_and_reports wants one), so the e2e window is wider
     "CONNECTOPS_CHECK_BATCH_WINDOW_SECONDS": "10",
+    # the in-process operator's scope (kopf run --namespace t-*): its startup LIST of claims
+    # covers the same namespaces (`connectops run` sets this from its own arguments)
+    "CONNECTOPS_WATCH_NAMESPACES": "t-*",
 }
 
 

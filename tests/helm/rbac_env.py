@@ -472,12 +472,16 @@ _KOPF_DENIED = re.compile(r'cannot (\w+) resource \\?"([\w./]+)\\?"')
 _CLIENT_DENIED = re.compile(
     r": ((?:create )?[A-Za-z]+) [\w.-]+(?:/[\w.-]+)?(?: status)?: (?:Kubernetes )?API answered 403"
 )
+#: the operator's startup LIST of claims (adapters/kube.py custom_object_pages): "list <plural> in
+#: <namespace>: Kubernetes API answered 403 ..."
+_LIST_DENIED = re.compile(r"(list [\w.]+) in [\w. -]+: Kubernetes API answered 403")
 _KOPF_PERMISSIONS = "Not enough permissions"
 
 
 def denied_in_log(log: str) -> set[str]:
     found = {f"{verb} {resource}" for verb, resource in _KOPF_DENIED.findall(log)}
     found |= set(_CLIENT_DENIED.findall(log))
+    found |= set(_LIST_DENIED.findall(log))
     return found
 
 

@@ -72,7 +72,7 @@ class Rig:
         return ()
 
     def uses(self) -> list[SecretUse]:
-        """What the kopf indexes hold for Secret ``db``: from the objects' raw specs."""
+        """What the Secret indexes (connectops.indexes) hold for Secret ``db``: from the objects' raw specs."""
         found = []
         for (_, plural, name), obj in self.kube.objects.items():
             if plural == "connectors" and SECRET in connector_secret_keys(obj["spec"]):

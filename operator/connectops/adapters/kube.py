@@ -13,6 +13,7 @@ import contextvars
 import functools
 import hashlib
 import os
+from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -209,6 +210,28 @@ class KubeClient:
         )
         items: list[dict[str, Any]] = listing.get("items") or []
         return items
+
+    async def custom_object_pages(
+        self, plural: str, namespace: str | None = None, *, limit: int = 500
+    ) -> AsyncIterator[list[dict[str, Any]]]:
+        """One of connectops' kinds, a page of ``limit`` at a time (all namespaces when
+        ``namespace`` is None): a caller that keeps a little of each object never holds them all."""
+        token: str | None = None
+        where = f"list {plural} in {namespace}" if namespace else f"list {plural} in all namespaces"
+        while True:
+            paging: dict[str, Any] = {"limit": limit, **({"_continue": token} if token else {})}
+            if namespace is None:
+                page = await self._call(
+                    self._custom.list_cluster_custom_object, GROUP, VERSION, plural, what=where, **paging
+                )
+            else:
+                page = await self._call(
+                    self._custom.list_namespaced_custom_object, GROUP, VERSION, namespace, plural, what=where, **paging
+                )
+            yield list(page.get("items") or [])
+            token = (page.get("metadata") or {}).get("continue") or None
+            if token is None:
+                return
 
     async def patch_status(self, namespace: str, plural: str, name: str, status: dict[str, Any]) -> None:
         """Merge-patch ``status`` now (not at the end of a kopf handler): the reset step machine

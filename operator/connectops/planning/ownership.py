@@ -6,7 +6,7 @@ name the same one. Left alone, each would write its config over the others' on e
 The rule, as for Kubernetes' own controllers adopting objects: the oldest claimant owns it
 (creation time, then uid, so two objects created in the same second still have one order); the
 others write nothing and take over only when the owner is gone. Pure: the reconciler gathers
-the claims (a kopf index) and which of them reach the same Kafka cluster.
+the claims (connectops.indexes) and which of them reach the same Kafka cluster.
 """
 
 from __future__ import annotations

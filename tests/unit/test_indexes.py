@@ -1,0 +1,108 @@
+"""The operator's own indexes (connectops.indexes), fed as the handlers feed them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from connectops.indexes import Indexes, MultiIndex
+from connectops.planning.ownership import Claim
+from connectops.planning.secrets import SecretUse
+
+
+def body(
+    ns: str, name: str, uid: str, connector: str, cluster: str = "main", secret: str | None = None
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {"name": connector, "clusterRef": {"name": cluster}}
+    if secret:
+        spec["secret"] = secret
+    return {
+        "apiVersion": "connectops.io/v1alpha1",
+        "kind": "Connector",
+        "metadata": {"namespace": ns, "name": name, "uid": uid, "creationTimestamp": "2026-11-28T00:00:00Z"},
+        "spec": spec,
+        "status": {"x": 1},
+    }
+
+
+def claim(b: Any) -> dict[str, Claim]:
+    m, s = b["metadata"], b["spec"]
+    return {s["name"]: Claim(m["namespace"], m["name"], m["uid"], m["creationTimestamp"], s["clusterRef"]["name"])}
+
+
+def cluster(b: Any) -> dict[tuple[str, str], str]:
+    return {(b["metadata"]["namespace"], b["spec"]["clusterRef"]["name"]): b["metadata"]["uid"]}
+
+
+def secrets(b: Any) -> dict[tuple[str, str], SecretUse] | None:
+    s = b["spec"].get("secret")
+    return (
+        {(b["metadata"]["namespace"], s): SecretUse("Connector", b["metadata"]["name"], frozenset({"k"}))}
+        if s
+        else None
+    )
+
+
+def indexes() -> Indexes:
+    return Indexes(claim, cluster, secrets, secrets, ("metadata", "spec", "status"))
+
+
+def test_multi_index_replaces_an_objects_entries_and_drops_empty_keys() -> None:
+    index: MultiIndex[str, int] = MultiIndex()
+    index.put("u1", {"a": 1, "b": 2})
+    index.put("u2", {"a": 3})
+    assert sorted(index["a"]) == [1, 3]
+    assert index.get("b") == [2]
+    index.put("u1", {"c": 4})  # its new contributions replace the old ones
+    assert index.get("a") == [3]
+    assert "b" not in index
+    assert index.get("c") == [4]
+    index.remove("u2")
+    index.put("u1", None)
+    assert len(index) == 0
+    assert index.get("a", []) == []
+
+
+def test_events_keep_every_index_current_and_a_deletion_empties_them() -> None:
+    ix = indexes()
+    a = body("ns1", "a", "u1", "conn", secret="s")
+    ix.connector_event(a, deleted=False)
+    assert [c.uid for c in ix.claims.get("conn", [])] == ["u1"]
+    assert ix.by_cluster.get(("ns1", "main")) == ["u1"]
+    assert [u.name for u in ix.connector_secrets.get(("ns1", "s"), [])] == ["a"]
+    assert ix.latest("u1") == {k: a[k] for k in ("metadata", "spec", "status")}
+    renamed = body("ns1", "a", "u1", "other", cluster="second")
+    ix.connector_event(renamed, deleted=False)
+    assert ix.claims.get("conn", []) == []
+    assert [c.uid for c in ix.claims["other"]] == ["u1"]
+    assert ix.by_cluster.get(("ns1", "main"), []) == []
+    assert ix.by_cluster[("ns1", "second")] == ["u1"]
+    assert ix.connector_secrets.get(("ns1", "s"), []) == []
+    ix.connector_event(renamed, deleted=True)
+    assert len(ix.claims) == 0
+    assert len(ix.by_cluster) == 0
+    assert ix.latest("u1") is None
+
+
+def test_seeded_claims_count_until_an_event_confirms_them() -> None:
+    ix = indexes()
+    known = body("ns1", "a", "u1", "conn")
+    ix.connector_event(known, deleted=False)
+    # the startup LIST: one already known by an event (not downgraded), one only listed
+    listed = body("ns2", "b", "u2", "conn")
+    assert ix.seed_claims([known, listed]) == 1
+    rivals = list(ix.claims["conn"])
+    assert sorted(c.uid for c in rivals) == ["u1", "u2"]
+    assert [c.uid for c in ix.unconfirmed(rivals)] == ["u2"]
+    assert ix.latest("u2") is None  # a seeded object's body is not kept: the sweep waits for kopf's
+    ix.connector_event(listed, deleted=False)
+    assert ix.unconfirmed(ix.claims["conn"]) == []
+
+
+def test_a_stale_seeded_claim_is_forgotten_by_uid() -> None:
+    ix = indexes()
+    ix.seed_claims([body("ns2", "gone", "u9", "conn")])
+    stale = list(ix.claims["conn"])
+    assert [c.uid for c in ix.unconfirmed(stale)] == ["u9"]
+    ix.forget_connector("u9")  # what the handlers do when a read says it is gone
+    assert ix.claims.get("conn", []) == []
+    assert ix.unconfirmed(stale) == []

@@ -165,3 +165,41 @@ def test_a_closed_client_says_unavailable_and_sends_nothing(proxy: FaultProxy) -
     with pytest.raises(ConnectUnavailable, match="not sent, the operator is stopping"):
         asyncio.run(closed_then_read())
     assert proxy.requests == []
+
+
+def test_the_expanded_listing_has_its_own_longer_deadline(proxy: FaultProxy) -> None:
+    """Connect builds ``?expand=info`` in time quadratic in its connectors (a config snapshot per
+    connector listed): a listing that outlasts the per-call timeout is still read whole, the other
+    calls keep their own deadline, and the listing too ends at its own."""
+    import time
+
+    async def run() -> tuple[dict[str, object], list[str]]:
+        async with ConnectClient(proxy.url, timeout=2, listing_timeout=6, read_retries=0) as c:
+            listed = await c.list_expanded()
+            return dict(listed), await c.list_connectors()
+
+    held = FaultRule("delay", seconds=3.5, method="GET", path=r"^/connectors$", times=1)
+    proxy.add_rule(held)
+    listed, names = asyncio.run(run())
+    assert held.fired == 1  # the listing was the one held 3.5 s, past the 2 s per-call timeout
+    assert sorted(listed) == sorted(names)  # and read whole: the worker's own answer
+
+    async def plain() -> object:
+        async with ConnectClient(proxy.url, timeout=2, listing_timeout=6, read_retries=0) as c:
+            return await c.list_connectors()
+
+    proxy.add_rule(FaultRule("delay", seconds=3.5, method="GET", path=r"^/connectors$", times=1))
+    with pytest.raises(ConnectUnavailable, match="did not finish answering within 2s"):
+        asyncio.run(plain())
+
+    async def listing() -> object:
+        async with ConnectClient(proxy.url, timeout=2, listing_timeout=6, read_retries=0) as c:
+            return await c.list_expanded()
+
+    proxy.add_rule(FaultRule("delay", seconds=30, method="GET", path=r"^/connectors$", times=1))
+    started = time.monotonic()
+    with pytest.raises(
+        ConnectUnavailable, match="list connectors expanded: Connect did not finish answering within 6s"
+    ):
+        asyncio.run(listing())
+    assert time.monotonic() - started < 9

@@ -235,6 +235,7 @@ class ConnectClient:
         auth: tuple[str, str] | None = None,
         verify: bool | str = True,
         timeout: float = 30.0,
+        listing_timeout: float | None = None,
         max_concurrency: int = 8,
         redactor: Redactor = NO_SECRETS,
         rebalance_retries: int = 3,
@@ -262,6 +263,11 @@ class ConnectClient:
         # URL) sending one byte every few seconds would hold a call forever, and an endless body
         # would fill memory. Every call gets a total deadline and a size cap.
         self._deadline = timeout
+        # the expanded listing is one call for the whole worker group, and Connect builds it in
+        # quadratic time (AbstractHerder.connectorInfo snapshots every connector's config for
+        # each one listed): at 10,000 connectors it outlasted 30 s, and then each connector cost
+        # two reads of its own (apply_bench: 240 s and 11,382 calls instead of one)
+        self._listing_deadline = max(timeout, listing_timeout or timeout)
         self._max_bytes = max_response_bytes
         self.request_count = 0
 
@@ -284,7 +290,9 @@ class ConnectClient:
         body: Any = None,
         params: dict[str, str] | None = None,
         operation: str,
+        deadline: float | None = None,
     ) -> httpx.Response:
+        deadline = deadline or self._deadline
         if method != "GET":
             fence.check()
         attempt = 0
@@ -294,7 +302,7 @@ class ConnectClient:
             try:
                 async with self._sem.slot():
                     self.request_count += 1
-                    response = await self._bounded(method, path, body, params, operation)
+                    response = await self._bounded(method, path, body, params, operation, deadline)
             except RuntimeError:
                 # httpx's answer to a request on a closed client: the operator is stopping (its
                 # clients close while a resync may still be at work); typed, so it stays retryable
@@ -305,7 +313,7 @@ class ConnectClient:
                 ) from None
             except TimeoutError:
                 raise ConnectUnavailable(
-                    f"{operation}: Connect did not finish answering within {self._deadline:g}s",
+                    f"{operation}: Connect did not finish answering within {deadline:g}s",
                     operation=operation,
                 ) from None
             except httpx.TimeoutException as exc:
@@ -336,13 +344,22 @@ class ConnectClient:
             raise error
 
     async def _bounded(
-        self, method: str, path: str, body: Any, params: dict[str, str] | None, operation: str
+        self,
+        method: str,
+        path: str,
+        body: Any,
+        params: dict[str, str] | None,
+        operation: str,
+        deadline: float | None = None,
     ) -> httpx.Response:
         """One request with a total deadline (connect, headers and the whole body) and a cap on
         the body's size; the answer is read into memory only up to the cap."""
+        deadline = deadline or self._deadline
         async with (
-            asyncio.timeout(self._deadline),
-            self._client.stream(method, path, json=body, params=params) as streamed,
+            asyncio.timeout(deadline),
+            # httpx's own timeout bounds each read: as long as the deadline, or a slow first byte
+            # would end the call before it
+            self._client.stream(method, path, json=body, params=params, timeout=deadline) as streamed,
         ):
             declared = streamed.headers.get("content-length", "")
             if declared.isdigit() and int(declared) > self._max_bytes:
@@ -528,7 +545,11 @@ class ConnectClient:
         (``max_response_bytes``); a worker that ignores ``expand`` (before 2.3) answers a list
         of names, which is :class:`NotKafkaConnect` here, and the caller reads one by one."""
         listed = await self._answer(
-            answers.EXPANDED, "GET", "/connectors?expand=status&expand=info", operation="list connectors expanded"
+            answers.EXPANDED,
+            "GET",
+            "/connectors?expand=status&expand=info",
+            operation="list connectors expanded",
+            deadline=self._listing_deadline,
         )
         return {
             name: ListedConnector(config=dict(item.info.config), state=_state_of(item.status))

@@ -104,6 +104,18 @@ class ConnectClusterSpec(CamelModel):
         default=None, description="SparkApplication settings for checks (else the operator's defaults)."
     )
     request_timeout_seconds: float = Field(default=30.0, gt=0, le=600, description="Timeout of one REST call.")
+    listing_timeout_seconds: float = Field(
+        default=120.0,
+        gt=0,
+        le=600,
+        description=(
+            "Deadline of the one call that lists every connector of the worker group with its config and "
+            "status (GET /connectors?expand=status&expand=info), used by resyncs and restarts; never shorter "
+            "than requestTimeoutSeconds. Connect takes a snapshot of every connector's config for each "
+            "connector it lists, so the answer takes time quadratic in the connectors (10,000 took over 30 s "
+            "on a test worker). Past it, connectors are read one by one until the next resync period."
+        ),
+    )
     worker_metrics: WorkerMetrics | None = Field(
         default=None, description="Where the checks read the workers' metrics (producer pressure diagnosis)."
     )

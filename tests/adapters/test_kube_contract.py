@@ -21,7 +21,8 @@ __all__ = ["crds"]  # the session fixture that installs the CRDs, for the real h
 
 pytestmark = pytest.mark.timeout(120)
 
-SPEC = {"restUrl": "http://connect.example:8083", "requestTimeoutSeconds": 5}
+#: every field with a schema default given: the API server fills the ones left out, the fake does not
+SPEC = {"restUrl": "http://connect.example:8083", "requestTimeoutSeconds": 5, "listingTimeoutSeconds": 60}
 
 
 @dataclass

@@ -350,11 +350,10 @@ class ConnectClient:
         body: Any,
         params: dict[str, str] | None,
         operation: str,
-        deadline: float | None = None,
+        deadline: float,
     ) -> httpx.Response:
         """One request with a total deadline (connect, headers and the whole body) and a cap on
         the body's size; the answer is read into memory only up to the cap."""
-        deadline = deadline or self._deadline
         async with (
             asyncio.timeout(deadline),
             # httpx's own timeout bounds each read: as long as the deadline, or a slow first byte
@@ -449,7 +448,7 @@ class ConnectClient:
         try:
             async with self._sem.slot():
                 self.request_count += 1
-                response = await self._bounded("GET", "/health", None, None, operation)
+                response = await self._bounded("GET", "/health", None, None, operation, self._deadline)
         except TimeoutError:
             raise ConnectUnavailable(
                 f"{operation}: no answer within {self._deadline:g}s", operation=operation

@@ -234,3 +234,28 @@ async def test_a_listing_never_clears_the_restart_count(clock: Clock) -> None:
     await world.reconcile(periodic=True)
     assert world.status["autoRestart"]["count"] == 1
     assert world.reasons()["Ready"] == ("False", "TasksFailed")
+
+
+async def test_a_slow_listing_is_not_asked_again_sooner_than_it_took(clock: Clock) -> None:
+    """Connect builds the listing in time quadratic in its connectors (50 s here, as at 10,000):
+    kept half a period only, a restart's resumes still at work when it expired asked again, and
+    the worker spent its time listing. It is kept at least as long as it took to answer."""
+    world = make_world(resync_seconds=RESYNC)
+    await population(world)
+    fake = world.connect
+    answer = fake.list_expanded
+
+    async def fifty_seconds() -> Any:
+        clock.offset += 50.0
+        return await answer()
+
+    fake.list_expanded = fifty_seconds  # type: ignore[method-assign]
+    cluster = await world.reconciler._clusters.resolve(NAMESPACE, CLUSTER)
+    fake.calls.clear()
+    assert await cluster.listing(RESYNC / 2) is not None
+    clock.offset += 40.0  # past half a period (30 s), not yet as long as the listing took
+    assert await cluster.listing(RESYNC / 2) is not None
+    assert [c.method for c in fake.calls] == ["list_expanded"]
+    clock.offset += 11.0  # 51 s after its answer
+    await cluster.listing(RESYNC / 2)
+    assert [c.method for c in fake.calls] == ["list_expanded", "list_expanded"]

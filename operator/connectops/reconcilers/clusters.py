@@ -89,6 +89,8 @@ class ClusterHandle:
     #: the expanded listing (None: not read, or the worker could not give it), and when
     _listing: dict[str, ListedConnector] | None = None
     _listing_at: float = float("-inf")
+    #: how long the worker took to give the last one (or to fail to)
+    _listing_took: float = 0.0
     _listing_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     #: one reader at a time of what the worker says of itself (version, plugins)
     _info_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -102,10 +104,18 @@ class ClusterHandle:
         others wait and share it; None when the worker cannot answer it (too large for the
         response cap, a worker before 2.3, unreachable): the caller then reads its connector
         alone, and the listing is not asked again before ``ttl`` has passed, so a worker that
-        cannot answer it costs one call per period."""
+        cannot answer it costs one call per period.
+
+        Nor is it asked again sooner than the last one took: Connect builds it in time quadratic
+        in its connectors, and at 10,000 an answer took tens of seconds, so with half a period
+        alone the resumes of a restart still at work when it expired asked again (3 listings,
+        161 s, apply_bench). A worker that needs that long is then busy listing at most half the
+        time. Safe because the listing only ever decides that nothing is to be done; a drift is
+        noticed later by up to the listing's own duration."""
         async with self._listing_lock:
-            if time.monotonic() - self._listing_at < ttl:
+            if time.monotonic() - self._listing_at < max(ttl, self._listing_took):
                 return self._view()
+            started = time.monotonic()
             try:
                 listed = await self.client.list_expanded()
                 self._listing = {name: entry for name, entry in listed.items() if keep(name)}
@@ -118,6 +128,7 @@ class ClusterHandle:
                 )
                 self._listing = None
             self._listing_at = time.monotonic()
+            self._listing_took = self._listing_at - started
             return self._view()
 
     def _view(self) -> Mapping[str, ListedConnector] | None:

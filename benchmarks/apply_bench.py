@@ -230,7 +230,10 @@ def run(
 ) -> dict[str, Any]:
     ns = bench.namespace("bench-apply")
     connect = Connect(bench.env.connect.url)
-    proxy = FaultProxy(bench.env.connect.url).start()
+    # the proxy waits for Connect as long as the operator may (a listing's deadline is up to
+    # 600 s): with its 60 s default, a 10,000-connector listing was cut by the proxy (HTTP 502),
+    # and the operator read the connectors one by one, which a direct client never makes it do
+    proxy = FaultProxy(bench.env.connect.url, upstream_timeout=660).start()
     try:
         bench.cluster(ns, rest_url=proxy.url)
         operator = bench.operator([ns], CONNECTOPS_CONNECT_CONCURRENCY=str(concurrency))

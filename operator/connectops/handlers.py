@@ -135,6 +135,9 @@ async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.posting.level = logging.WARNING
     settings.execution.max_workers = max(settings.execution.max_workers or 0, 4)
     settings.watching.server_timeout = 300
+    # kopf's first listing of a kind, a page at a time: unpaged, a start with 10,000 Connectors
+    # decoded one 10,000-object answer at once and kept it while it handed the objects out
+    settings.watching.chunk_size = LIST_PAGE
     # an object's finalizer stays until its timers have returned; a timer caught mid-run when
     # the object is deleted is looked at again after this long (kopf's default, 60 s, kept a
     # deleted ConnectCluster or OffsetReset for a minute after its run had ended)
@@ -347,8 +350,10 @@ async def connector_resumed(body: kopf.Body, patch: kopf.Patch, retry: int, **_:
     await _reconcile_connector(body, patch, retry, _claims(), periodic=False, listed=True)
 
 
+#: objects per page of kopf's listings (the API server's own default page for kubectl is 500)
+LIST_PAGE = 500
 #: the parts of a Connector its resync reads (the body kopf hands a change handler, less
-#: managedFields); shares the event's dicts rather than copying them
+#: managedFields), kept encoded (connectops.indexes)
 _RESYNC_PARTS = ("apiVersion", "kind", "metadata", "spec", "status")
 #: resyncs one ConnectCluster's sweep starts before earlier ones finish (each also waits for
 #: its object's lock and one of the PERIODIC_CONCURRENCY slots)
@@ -373,16 +378,16 @@ def connectors_by_cluster(body: Mapping[str, Any]) -> dict[tuple[str, str], str]
     return {(str(meta.get("namespace") or ""), str(name)): str(meta["uid"])}
 
 
-async def _resync_connector(uid: str, latest: Callable[[str], dict[str, Any] | None], claims: ClaimIndex) -> None:
+async def _resync_connector(uid: str, indexes: Indexes, claims: ClaimIndex) -> None:
     """One Connector's periodic reconcile, outside kopf's handler machinery. Its body is looked
     up once the object's lock is held, and its status written before the lock is let go, so a
     change handler or reset that held the object just before is never undone by a body read
     before it finished (as kopf's timer read its live body then)."""
     rt = runtime()
-    if latest(uid) is None:
+    if not indexes.known(uid):
         return  # deleted since the pass began: its lock was dropped with it, do not make a new one
     async with rt.locks[uid]:
-        stored = latest(uid)
+        stored = indexes.latest(uid)
         if stored is None or (stored.get("metadata") or {}).get("deletionTimestamp"):
             return  # gone, or its delete handler's now
         body = kopf.Body(cast(kopf.RawBody, stored))
@@ -404,10 +409,9 @@ async def connector_sweep(body: kopf.Body, stopped: kopf.DaemonStopped, **_: Any
     indexes = runtime().indexes
     members = indexes.by_cluster
     claims = _claims()
-    latest = indexes.latest
 
     async def resync(uid: str) -> None:
-        await _resync_connector(uid, latest, claims)
+        await _resync_connector(uid, indexes, claims)
 
     async def wait(seconds: float) -> bool:
         await stopped.wait(seconds)

@@ -100,13 +100,12 @@ def install() -> bool:
 def forget_managed_fields(body: Any) -> None:
     """Drop ``metadata.managedFields`` from the event body kopf keeps for the object.
 
-    Each Connector's latest body is kept for its resync (``connectops.indexes``, sharing the
-    event's dicts), the whole decoded JSON: about a third of a Connector's is managedFields (1 of
-    3 KB), which neither kopf nor this operator reads (server-side apply's field ownership is the
-    API server's; GitOps tools read it from the server). Called by the Connector event handler
-    before it keeps the body; the metadata dict is the same one the kept body holds, so the
-    trimmed copy is the kept one. Reaches into kopf's view for its source dict; if that ever is
-    not a plain dict, nothing is dropped.
+    Each Connector's latest body is kept for its resync (``connectops.indexes``, encoded), and
+    kopf keeps the event's body for the object's handlers: about a third of a Connector's is
+    managedFields (1 of 3 KB), which neither kopf nor this operator reads (server-side apply's
+    field ownership is the API server's; GitOps tools read it from the server). Called by the
+    Connector event handler before it keeps the body, so neither copy has it. Reaches into
+    kopf's view for its source dict; if that ever is not a plain dict, nothing is dropped.
     """
     source = getattr(body, "_src", None)
     if isinstance(source, dict):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from connectops.indexes import Indexes, MultiIndex
@@ -106,3 +107,23 @@ def test_a_stale_seeded_claim_is_forgotten_by_uid() -> None:
     ix.forget_connector("u9")  # what the handlers do when a read says it is gone
     assert ix.claims.get("conn", []) == []
     assert ix.unconfirmed(stale) == []
+
+
+def test_the_kept_body_is_the_events_as_it_was_and_each_read_is_a_copy_of_its_own() -> None:
+    """The resync's input is the body of the Connector's last event: what happens to the event's
+    dicts afterwards (kopf patches them in place as it handles the object) and what one resync
+    does to the body it was given change neither it nor what the next resync reads."""
+    ix = indexes()
+    a = body("ns1", "a", "u1", "conn", secret="s")
+    ix.connector_event(a, deleted=False)
+    as_it_was = json.loads(json.dumps({k: a[k] for k in ("metadata", "spec", "status")}))
+    a["spec"]["connectorName"] = "changed-after-the-event"
+    a["metadata"]["annotations"] = {"later": "x"}
+    first = ix.latest("u1")
+    assert first == as_it_was
+    assert first is not None
+    first["spec"]["connectorName"] = "changed-by-a-reader"
+    assert ix.latest("u1") == as_it_was
+    assert ix.known("u1")
+    ix.connector_event(a, deleted=True)
+    assert not ix.known("u1")

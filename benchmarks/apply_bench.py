@@ -174,8 +174,10 @@ def full_resync(bench: Bench, ns: str, proxy: FaultProxy, names: list[str], conc
     port = free_port()
     started = time.perf_counter()
     operator.start(extra_env={"CONNECTOPS_CONNECT_CONCURRENCY": str(concurrency)}, args=["--metrics-port", str(port)])
-    # every Connector reconciled once (its resume), read from the operator's own counter
-    wait(lambda: reconciled(port) >= len(names), 600, "every Connector reconciled after restart", interval=0.2)
+    # every Connector reconciled once (its resume), read from the operator's own counter; the
+    # resumes only ("change"): the periodic sweep runs beside them, and counting its resyncs
+    # too reached the population before every Connector's resume was done
+    wait(lambda: reconciled(port, "change") >= len(names), 600, "every Connector resumed after restart", interval=0.2)
     seconds = time.perf_counter() - started
     wanted = set(names)
     single = [
@@ -213,7 +215,7 @@ def memory_attribution(bench: Bench, names: list[str], wait_seconds: float) -> d
     out = bench.workdir / "tracemalloc.json"
     port = free_port()
     operator.start(extra_env={"CONNECTOPS_TRACEMALLOC_OUT": str(out)}, args=["--metrics-port", str(port)], traced=True)
-    wait(lambda: reconciled(port) >= len(names), 900, "every Connector reconciled (traced)", interval=0.5)
+    wait(lambda: reconciled(port, "change") >= len(names), 900, "every Connector reconciled (traced)", interval=0.5)
     time.sleep(wait_seconds)
     os.kill(operator.pid, signal.SIGUSR2)
     wait(out.exists, 120, "tracemalloc snapshot written", interval=0.5)

@@ -50,6 +50,7 @@ from connectops.settings import load
 SETTINGS = load()
 kopf_fixes.install()
 kopf_fixes.bound_requests(SETTINGS.kube_api_concurrency)
+kopf_fixes.strip_managed_fields()
 _EVENT_MESSAGE_LIMIT = 1000
 #: Connector resyncs at work at once (see Runtime.periodic_slots): 8 keep 1,000 within 10 s
 PERIODIC_CONCURRENCY = 8

@@ -29,19 +29,27 @@ of 1,000 creations that began with the operator, each with its buffers and OpenS
 watch holds its slot only until its headers arrive (its stream is read outside), so no watch
 can starve the others. A connection limit would not do: watches hold their connections for
 minutes, and with enough namespaces they would take every one.
+
+**kopf queues every object of a listing with its whole body.** Its worker limit bounds the
+workers, not the events waiting for one: ``Scheduler.spawn`` puts each object's worker on an
+unbounded queue and returns, so the watcher reads on and a start with 10,000 Connectors holds
+all 10,000 decoded bodies until a worker takes each. :func:`strip_managed_fields` takes
+``metadata.managedFields`` (which neither kopf nor this operator reads) out of every object as
+kopf's watch-stream yields it, before it is queued.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
 from kopf._cogs.aiokits import aiotoggles
-from kopf._cogs.clients import api
+from kopf._cogs.clients import api, watching
 
 logger = logging.getLogger(__name__)
 _MARK = "_connectops_quiet_notify"
@@ -107,11 +115,40 @@ def forget_managed_fields(body: Any) -> None:
     Connector event handler before it keeps the body, so neither copy has it. Reaches into
     kopf's view for its source dict; if that ever is not a plain dict, nothing is dropped.
     """
-    source = getattr(body, "_src", None)
-    if isinstance(source, dict):
-        metadata = source.get("metadata")
-        if isinstance(metadata, dict):
-            metadata.pop("managedFields", None)
+    forget_managed_fields_of(getattr(body, "_src", None))
+
+
+_WATCH_MARK = "_connectops_no_managed_fields"
+
+
+def strip_managed_fields() -> bool:
+    """Every object kopf's watch-streams yield (the listing's and the watch's) loses
+    ``metadata.managedFields`` before kopf queues it (see the module's docstring). False, with a
+    warning, when kopf's ``infinite_watch`` is not the async generator this was written against."""
+    original = watching.infinite_watch
+    if getattr(original, _WATCH_MARK, False):
+        return True
+    if not inspect.isasyncgenfunction(original):
+        logger.warning("kopf's watch-stream changed shape: queued objects keep their managedFields")
+        return False
+
+    async def infinite_watch(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        async with contextlib.aclosing(original(*args, **kwargs)) as events:
+            async for event in events:
+                if isinstance(event, dict):
+                    forget_managed_fields_of(event.get("object"))
+                yield event
+
+    setattr(infinite_watch, _WATCH_MARK, True)
+    _ORIGINALS["infinite_watch"] = original
+    watching.infinite_watch = infinite_watch
+    return True
+
+
+def forget_managed_fields_of(obj: Any) -> None:
+    metadata = obj.get("metadata") if isinstance(obj, dict) else None
+    if isinstance(metadata, dict):
+        metadata.pop("managedFields", None)
 
 
 _REQUEST_MARK = "_connectops_bounded"

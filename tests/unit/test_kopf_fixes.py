@@ -177,3 +177,43 @@ async def test_kopf_api_requests_wait_for_a_slot_and_a_stream_holds_none(monkeyp
     answers = await asyncio.gather(*(api.request("patch", f"/o/{i}") for i in range(50)))
     assert answers == [f"patch /o/{i}" for i in range(50)]
     assert (most, answered) == (4, 58)
+
+
+async def test_objects_lose_managed_fields_as_the_watch_stream_yields_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """kopf queues each listed object with its body before any worker (or handler) sees it, so
+    the trim is made where kopf's watch-stream yields: every object yielded has no managedFields
+    and is otherwise whole, other items (kopf's bookmarks) pass as they are, and closing the
+    stream closes kopf's own (its watch request's connection goes with it)."""
+    from kopf._cogs.clients import watching
+
+    closed: list[bool] = []
+
+    def listed(i: int) -> dict[str, Any]:
+        return {
+            "metadata": {"name": f"c{i}", "uid": str(i), "managedFields": [{"manager": "kubectl", "fieldsV1": {}}]},
+            "spec": {"class": "X", "managedFields": "a spec key of that name is the user's"},
+        }
+
+    async def kopf_stream(**_: Any) -> Any:
+        try:
+            yield {"type": None, "object": listed(0)}
+            yield "LISTED"  # a bookmark: not an event
+            yield {"type": "MODIFIED", "object": listed(1)}
+            yield {"type": "ADDED", "object": {"metadata": "not a dict"}}
+            await asyncio.sleep(3600)
+        finally:
+            closed.append(True)
+
+    monkeypatch.setattr(watching, "infinite_watch", kopf_stream)
+    monkeypatch.setitem(kopf_fixes._ORIGINALS, "infinite_watch", None)
+    assert kopf_fixes.strip_managed_fields()
+    assert kopf_fixes.strip_managed_fields()  # installed once
+    stream = watching.infinite_watch(settings=None, resource=None, namespace=None)
+    seen = [await anext(stream) for _ in range(4)]
+    assert seen[0] == {"type": None, "object": {**listed(0), "metadata": {"name": "c0", "uid": "0"}}}
+    assert seen[1] == "LISTED"
+    assert seen[2]["object"]["metadata"] == {"name": "c1", "uid": "1"}
+    assert seen[2]["object"]["spec"]["managedFields"] == "a spec key of that name is the user's"
+    assert seen[3] == {"type": "ADDED", "object": {"metadata": "not a dict"}}
+    await stream.aclose()
+    assert closed == [True]

@@ -98,10 +98,11 @@ class Indexes:
         self.connector_secrets: MultiIndex[tuple[str, str], SecretUse] = MultiIndex()
         self.cluster_secrets: MultiIndex[tuple[str, str], SecretUse] = MultiIndex()
         #: each Connector's latest body (its resync's input) as compact JSON, not the event's
-        #: dicts: decoded, a Connector is ~6 KB of small objects that live as long as it does,
-        #: scattered through the allocator's arenas among the short-lived ones around them (at
-        #: 10,000, 60 MiB of the traced heap, apply_bench --tracemalloc); encoded, ~1 KB in one
-        #: block. A resync decodes it once a period (tens of microseconds).
+        #: dicts: one block per Connector instead of ~6 KB of small objects (json.decoder's 61
+        #: MiB of the traced heap at 10,000, apply_bench --tracemalloc), and a copy that nothing
+        #: done to the event's dicts later reaches. The RSS did not move with it alone (the
+        #: arenas a start-up fills stay; benchmarks/README, restart_bench). A resync decodes it
+        #: once a period (tens of microseconds).
         self._bodies: dict[str, bytes] = {}
         #: uids whose claim came from the startup LIST and no event since
         self._seeded: set[str] = set()

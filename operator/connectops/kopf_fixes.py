@@ -112,8 +112,10 @@ def forget_managed_fields(body: Any) -> None:
     kopf keeps the event's body for the object's handlers: about a third of a Connector's is
     managedFields (1 of 3 KB), which neither kopf nor this operator reads (server-side apply's
     field ownership is the API server's; GitOps tools read it from the server). Called by the
-    Connector event handler before it keeps the body, so neither copy has it. Reaches into
-    kopf's view for its source dict; if that ever is not a plain dict, nothing is dropped.
+    Connector event handler before it keeps the body, so neither copy has it. With
+    :func:`strip_managed_fields` installed the field is already gone; this is what still trims
+    when kopf's watch-stream changed shape and that patch was not installed. Reaches into kopf's
+    view for its source dict; if that ever is not a plain dict, nothing is dropped.
     """
     forget_managed_fields_of(getattr(body, "_src", None))
 

@@ -44,7 +44,7 @@ from connectops.reconcilers.connect_cluster import ConnectClusterReconciler
 from connectops.reconcilers.connector import ConnectorObject, ConnectorReconciler, claim_of, claimed_name
 from connectops.reconcilers.offset_reset import OffsetResetExecutor
 from connectops.reconcilers.secret_rotation import SecretRotation
-from connectops.reconcilers.sweep import sweep
+from connectops.reconcilers.sweep import Backlog, sweep
 from connectops.settings import load
 
 SETTINGS = load()
@@ -54,7 +54,7 @@ kopf_fixes.strip_managed_fields()
 _EVENT_MESSAGE_LIMIT = 1000
 #: Connector resyncs at work at once (see Runtime.periodic_slots): 8 keep 1,000 within 10 s
 PERIODIC_CONCURRENCY = 8
-#: Connector resumes at work at once after a start (see Runtime.resume_slots)
+#: Connector resumes at work at once after a start (see Runtime.resumes)
 RESUME_CONCURRENCY = 32
 logger = logging.getLogger(__name__)
 
@@ -94,9 +94,13 @@ class Runtime:
         #: share the one event loop with a user's change, which then waits a whole round of them
         #: at every await (the apply benchmark's p99 at 1,000 Connectors was 7-9 s)
         self.periodic_slots = asyncio.Semaphore(PERIODIC_CONCURRENCY)
-        #: at most RESUME_CONCURRENCY start-up resumes at work at once: kopf releases every object
-        #: of its first listing together, and each resume in flight holds its reads and models
-        self.resume_slots = asyncio.Semaphore(RESUME_CONCURRENCY)
+        #: every Connector's start-up reconcile, queued by its resume handler (sweep.Backlog says
+        #: why not in kopf's handler), at most RESUME_CONCURRENCY at once: kopf releases every
+        #: object of its first listing together, and each one at work holds its reads and models
+        self.resumes = Backlog(
+            lambda uid: _resync_connector(uid, self.indexes, self.indexes.claims, periodic=False),
+            workers=RESUME_CONCURRENCY,
+        )
         self.rotation = SecretRotation(
             self.kube,
             self.clusters,
@@ -192,6 +196,7 @@ async def shutdown(**_: Any) -> None:
         # batches not launched yet stay QUEUED in their Connectors' status: the next process
         # requests them again (ConnectorReconciler._check)
         await _runtime.checks.batches.close()
+        await _runtime.resumes.close()
         await _runtime.clusters.aclose()
         _runtime.trimmer.cancel()
         _runtime = None
@@ -306,9 +311,7 @@ async def _reconcile_connector(
     with metrics.RECONCILE_SECONDS.labels(kind="Connector").time():
         # a resync takes one of the periodic slots once it holds the object (waiting for a busy
         # object must not hold a slot: a reset holds its Connector for its whole run)
-        slot: contextlib.AbstractAsyncContextManager[Any] = (
-            rt.periodic_slots if periodic else rt.resume_slots if listed else contextlib.nullcontext()
-        )
+        slot: contextlib.AbstractAsyncContextManager[Any] = rt.periodic_slots if periodic else contextlib.nullcontext()
         lock: contextlib.AbstractAsyncContextManager[Any] = (
             contextlib.nullcontext() if locked else rt.locks[body["metadata"]["uid"]]
         )
@@ -345,10 +348,14 @@ async def connector_changed(body: kopf.Body, patch: kopf.Patch, retry: int, **_:
 
 
 @kopf.on.resume(GROUP, VERSION, "connectors")
-async def connector_resumed(body: kopf.Body, patch: kopf.Patch, retry: int, **_: Any) -> None:
-    # at start-up every object resumes at once: they share one listing of their worker group
-    # (a spec changed while the operator was down is also an update, read afresh)
-    await _reconcile_connector(body, patch, retry, _claims(), periodic=False, listed=True)
+async def connector_resumed(body: kopf.Body, **_: Any) -> None:
+    """Queues the object's start-up reconcile (Runtime.resumes) and returns. At start-up every
+    object resumes at once and they share one listing of their worker group; run here, each
+    would hold its kopf worker until that listing answered. (A spec changed while the operator
+    was down is an update, not a resume: its change handler runs as for any change.) What the
+    reconcile finds is written to the status by :func:`_resync_connector`, a failure included;
+    the ConnectCluster's sweep tries again one period later, as for any resync."""
+    runtime().resumes.add(body["metadata"]["uid"])
 
 
 #: objects per page of kopf's listings (the API server's own default page for kubectl is 500)
@@ -379,11 +386,12 @@ def connectors_by_cluster(body: Mapping[str, Any]) -> dict[tuple[str, str], str]
     return {(str(meta.get("namespace") or ""), str(name)): str(meta["uid"])}
 
 
-async def _resync_connector(uid: str, indexes: Indexes, claims: ClaimIndex) -> None:
-    """One Connector's periodic reconcile, outside kopf's handler machinery. Its body is looked
-    up once the object's lock is held, and its status written before the lock is let go, so a
-    change handler or reset that held the object just before is never undone by a body read
-    before it finished (as kopf's timer read its live body then)."""
+async def _resync_connector(uid: str, indexes: Indexes, claims: ClaimIndex, *, periodic: bool = True) -> None:
+    """One Connector's resync, outside kopf's handler machinery: the sweep's (``periodic``, in
+    the background lane) and the start-up resume's (a change's lane, as kopf's resume was). Its
+    body is looked up once the object's lock is held, and its status written before the lock is
+    let go, so a change handler or reset that held the object just before is never undone by a
+    body read before it finished (as kopf's timer read its live body then)."""
     rt = runtime()
     if not indexes.known(uid):
         return  # deleted since the pass began: its lock was dropped with it, do not make a new one
@@ -394,8 +402,8 @@ async def _resync_connector(uid: str, indexes: Indexes, claims: ClaimIndex) -> N
         body = kopf.Body(cast(kopf.RawBody, stored))
         patch = kopf.Patch()
         try:
-            with background():
-                await _reconcile_connector(body, patch, 0, claims, periodic=True, listed=True, locked=True)
+            with background() if periodic else contextlib.nullcontext():
+                await _reconcile_connector(body, patch, 0, claims, periodic=periodic, listed=True, locked=True)
         except (kopf.TemporaryError, kopf.PermanentError):
             pass  # the outcome is in the patch (its conditions say what failed); the next pass retries
         if patch.status:

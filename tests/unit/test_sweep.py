@@ -1,12 +1,15 @@
 """The per-cluster resync loop (connectops.reconcilers.sweep): paced, bounded, never stopped by
-one failure, members read afresh each pass, stopping promptly."""
+one failure, members read afresh each pass, stopping promptly; and the start-up backlog: each key
+run once, in order, bounded, a failure not stopping the rest, closing cancels."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 
-from connectops.reconcilers.sweep import sweep
+import pytest
+
+from connectops.reconcilers.sweep import Backlog, sweep
 
 
 class Stopper:
@@ -152,3 +155,109 @@ def test_a_member_never_overlaps_itself() -> None:
         assert 2 <= len(seen) <= 4
 
     asyncio.run(go())
+
+
+def _backlog_run(keys: list[str], *, workers: int, fail: str = "", gate: float = 0.01) -> tuple[list[str], int, int]:
+    """Adds ``keys`` (duplicates included) to a backlog whose runs each wait ``gate`` seconds;
+    returns the keys run in order, the most at once, and the worker tasks left after."""
+
+    async def main() -> tuple[list[str], int, int]:
+        ran: list[str] = []
+        busy = peak = 0
+
+        async def run(key: str) -> None:
+            nonlocal busy, peak
+            busy += 1
+            peak = max(peak, busy)
+            try:
+                await asyncio.sleep(gate)
+                ran.append(key)
+                if key == fail:
+                    raise RuntimeError("boom")
+            finally:
+                busy -= 1
+
+        backlog = Backlog(run, workers=workers)
+        for key in keys:
+            backlog.add(key)
+        for _ in range(1000):
+            await asyncio.sleep(0.01)
+            if len(ran) >= len(set(keys)) and busy == 0:
+                break
+        await asyncio.sleep(0)  # the workers' done callbacks
+        return ran, peak, len(backlog._workers)
+
+    return asyncio.run(main())
+
+
+def test_backlog_runs_each_queued_key_once_in_order_bounded() -> None:
+    keys = [f"k{i:03d}" for i in range(100)]
+    ran, peak, left = _backlog_run([*keys, "k005", "k099"], workers=8)
+    # the two repeats were still waiting when added again: not run twice
+    assert sorted(ran) == keys
+    assert peak == 8
+    # each worker takes the next key in order, so the starts (and, equal waits, the ends) keep it
+    assert sorted(ran[:8]) == keys[:8]
+    assert left == 0  # no task idles once the queue is empty
+
+
+def test_a_failing_run_does_not_stop_the_backlog(caplog: pytest.LogCaptureFixture) -> None:
+    keys = [f"k{i}" for i in range(20)]
+    ran, _, _ = _backlog_run(keys, workers=2, fail="k3")
+    assert sorted(ran) == sorted(keys)
+    assert "queued resync of k3 failed" in caplog.text
+
+
+def test_a_key_already_taken_can_be_queued_again() -> None:
+    async def main() -> list[str]:
+        ran: list[str] = []
+        release = asyncio.Event()
+
+        async def run(key: str) -> None:
+            ran.append(key)
+            await release.wait()
+
+        backlog = Backlog(run, workers=1)
+        backlog.add("a")
+        await asyncio.sleep(0.01)  # taken: running, no longer waiting
+        backlog.add("a")
+        assert len(backlog) == 1
+        release.set()
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            if len(ran) == 2:
+                break
+        return ran
+
+    assert asyncio.run(main()) == ["a", "a"]
+
+
+def test_closing_cancels_running_and_drops_queued() -> None:
+    async def main() -> tuple[list[str], list[str], int]:
+        started: list[str] = []
+        cancelled: list[str] = []
+
+        async def run(key: str) -> None:
+            started.append(key)
+            try:
+                await asyncio.sleep(60)
+            except asyncio.CancelledError:
+                cancelled.append(key)
+                raise
+
+        backlog = Backlog(run, workers=2)
+        for key in "abcde":
+            backlog.add(key)
+        await asyncio.sleep(0.01)
+        await backlog.close()
+        return started, cancelled, len(backlog)
+
+    started, cancelled, queued = asyncio.run(main())
+    assert started == ["a", "b"]
+    assert sorted(cancelled) == ["a", "b"]
+    assert queued == 0
+
+
+def test_a_backlog_needs_a_worker() -> None:
+    with pytest.raises(ValueError, match="at least one worker"):
+        Backlog(lambda key: asyncio.sleep(0), workers=0)

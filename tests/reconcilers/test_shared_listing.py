@@ -9,6 +9,7 @@ for the listing again before the period is over.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from typing import Any
 
@@ -259,3 +260,30 @@ async def test_a_slow_listing_is_not_asked_again_sooner_than_it_took(clock: Cloc
     clock.offset += 11.0  # 51 s after its answer
     await cluster.listing(RESYNC / 2)
     assert [c.method for c in fake.calls] == ["list_expanded", "list_expanded"]
+
+
+async def test_a_listing_asked_before_the_claims_are_read_keeps_what_they_name_once_read(clock: Clock) -> None:
+    """A start asks for the listing while it still reads the Connectors' claims: filtered when
+    Connect answered, the connectors of objects read after that would be dropped (and each then
+    read alone). The answer waits for the claims; its age is the answer's."""
+    world = make_world(resync_seconds=RESYNC)
+    await population(world)
+    cluster = await world.reconciler._clusters.resolve(NAMESPACE, CLUSTER)
+    named: set[str] = {"alpha"}  # the claims read so far
+    claims_read = asyncio.Event()
+    asked = asyncio.create_task(cluster.listing(RESYNC / 2, named.__contains__, settled=claims_read))
+    for _ in range(100):
+        await asyncio.sleep(0)
+        if world.connect.calls:
+            break
+    await asyncio.sleep(0.05)
+    assert [c.method for c in world.connect.calls] == ["list_expanded"]
+    assert not asked.done()  # answered, and held until the claims are read
+    named.update({"beta", "gamma"})
+    claims_read.set()
+    kept = await asked
+    assert kept is not None
+    assert sorted(kept) == sorted(NAMES)
+    # shared as any listing is: the resumes that follow ask Connect nothing more
+    assert await cluster.listing(RESYNC / 2, named.__contains__) is not None
+    assert [c.method for c in world.connect.calls] == ["list_expanded"]

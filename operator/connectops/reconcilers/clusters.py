@@ -96,7 +96,7 @@ class ClusterHandle:
     _info_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     async def listing(
-        self, ttl: float, keep: Callable[[str], bool] = lambda _: True
+        self, ttl: float, keep: Callable[[str], bool] = lambda _: True, *, settled: asyncio.Event | None = None
     ) -> Mapping[str, ListedConnector] | None:
         """The worker group's connectors that ``keep`` names (the ones this namespace's objects
         manage: a worker shared by many teams lists theirs too, and none of it is kept) with
@@ -111,14 +111,19 @@ class ClusterHandle:
         alone the resumes of a restart still at work when it expired asked again (3 listings,
         161 s, apply_bench). A worker that needs that long is then busy listing at most half the
         time. Safe because the listing only ever decides that nothing is to be done; a drift is
-        noticed later by up to the listing's own duration."""
+        noticed later by up to the listing's own duration.
+
+        ``settled``: the answer is filtered by ``keep`` only once it is set. A start asks for the
+        listing while it still reads the Connectors' claims (what ``keep`` consults): filtered
+        before they are all read, it would drop connectors whose objects came later, and each
+        of them would then be read alone."""
         async with self._listing_lock:
             if time.monotonic() - self._listing_at < max(ttl, self._listing_took):
                 return self._view()
             started = time.monotonic()
+            listed: Mapping[str, ListedConnector] | None = None
             try:
                 listed = await self.client.list_expanded()
-                self._listing = {name: entry for name, entry in listed.items() if keep(name)}
             except ConnectError as exc:
                 log.info(
                     "ConnectCluster %s/%s: no expanded listing, connectors read one by one: %s",
@@ -126,9 +131,12 @@ class ClusterHandle:
                     self.name,
                     exc,
                 )
-                self._listing = None
+            # its age and cost are the answer's, not the wait for the claims below
             self._listing_at = time.monotonic()
             self._listing_took = self._listing_at - started
+            if listed is not None and settled is not None:
+                await settled.wait()
+            self._listing = None if listed is None else {name: entry for name, entry in listed.items() if keep(name)}
             return self._view()
 
     def _view(self) -> Mapping[str, ListedConnector] | None:

@@ -430,6 +430,13 @@ class FaultProxy:
                 await writer.wait_closed()
 
     @property
+    def in_flight(self) -> int:
+        """Requests this proxy is serving now (one whose client went away still counts until the
+        upstream answers it)."""
+        with self._lock:
+            return self._in_flight
+
+    @property
     def max_in_flight(self) -> int:
         """The most requests this proxy was serving at the same moment since start or reset."""
         with self._lock:

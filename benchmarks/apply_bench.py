@@ -170,6 +170,9 @@ def sample_pair(bench: Bench, ns: str, connect: Connect, i: int) -> tuple[float,
 def full_resync(bench: Bench, ns: str, proxy: FaultProxy, names: list[str], concurrency: int) -> dict[str, Any]:
     operator = bench.operators[0]
     operator.stop()
+    # a listing the stopped process asked (its sweep's) is still being built by Connect until
+    # it answers: a restart begun beside it would share the worker with it (restart_bench)
+    wait(lambda: proxy.in_flight == 0, 900, "Connect done with the stopped process's calls", interval=0.5)
     proxy.reset()
     port = free_port()
     started = time.perf_counter()

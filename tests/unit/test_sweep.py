@@ -261,3 +261,24 @@ def test_closing_cancels_running_and_drops_queued() -> None:
 def test_a_backlog_needs_a_worker() -> None:
     with pytest.raises(ValueError, match="at least one worker"):
         Backlog(lambda key: asyncio.sleep(0), workers=0)
+
+
+def test_a_key_added_as_the_last_worker_finishes_is_run() -> None:
+    """A worker that found the queue empty has ended, but its task leaves the set of workers
+    only on a later turn of the loop: a key added in that turn must still get a worker."""
+
+    async def main() -> tuple[list[str], int]:
+        ran: list[str] = []
+
+        async def run(key: str) -> None:
+            ran.append(key)  # no await: the worker ends in the step it ran "a"
+
+        backlog = Backlog(run, workers=1)
+        backlog.add("a")
+        await asyncio.sleep(0)  # the worker runs "a", finds the queue empty and ends
+        backlog.add("b")
+        for _ in range(10):
+            await asyncio.sleep(0.001)
+        return ran, len(backlog)
+
+    assert asyncio.run(main()) == (["a", "b"], 0)

@@ -109,6 +109,10 @@ class Backlog:
         self._queue: deque[str] = deque()
         self._waiting: set[str] = set()
         self._workers: set[asyncio.Task[None]] = set()
+        #: workers still taking keys: counted down in the very step a worker finds the queue
+        #: empty (a finished task leaves ``_workers`` only on a later turn of the loop, and a
+        #: key added in between, counted against it, waited with no worker to take it)
+        self._active = 0
 
     def add(self, key: str) -> None:
         """Queue ``key`` (called on the running loop); a worker starts if fewer than the limit run."""
@@ -116,7 +120,8 @@ class Backlog:
             return
         self._waiting.add(key)
         self._queue.append(key)
-        if len(self._workers) < self._limit:
+        if self._active < self._limit:
+            self._active += 1
             task = asyncio.get_running_loop().create_task(self._work(), name="backlog worker")
             self._workers.add(task)
             task.add_done_callback(self._workers.discard)
@@ -126,15 +131,18 @@ class Backlog:
         return len(self._queue)
 
     async def _work(self) -> None:
-        while self._queue:
-            key = self._queue.popleft()
-            self._waiting.discard(key)
-            try:
-                await self._run(key)
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # a bug in one must not end the others'
-                logger.exception("queued resync of %s failed", key)
+        try:
+            while self._queue:
+                key = self._queue.popleft()
+                self._waiting.discard(key)
+                try:
+                    await self._run(key)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:  # a bug in one must not end the others'
+                    logger.exception("queued resync of %s failed", key)
+        finally:
+            self._active -= 1
 
     async def close(self) -> None:
         """Drop what is queued and cancel what runs: the next process resumes every object again."""

@@ -5,7 +5,7 @@ untouched behind its back are not written.
 Each start-up reconcile waits for its worker group's one expanded listing, which Connect builds
 in time quadratic in its connectors. kopf's resume handlers only queue them
 (connectops.reconcilers.sweep.Backlog), so kopf's own work for every object goes on while the
-listing is computed: here the listing is held 8 s by a proxy in front of the real worker, kopf
+listing is computed: here the listing is held 15 s by a proxy in front of the real worker, kopf
 gets a single worker (CONNECTOPS_KOPF_WORKERS=1), and every Connector's resume handler must
 have returned while the listing is still held. Before the Backlog, the first resume held that
 one worker until the listing answered, and the others came after it.
@@ -28,7 +28,7 @@ from tests.env.servers import ConnectWorker, KubeAPI
 pytestmark = pytest.mark.e2e
 
 SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
-HOLD_SECONDS = 8.0
+HOLD_SECONDS = 15.0
 
 
 def _spec(tmp_path: Path, connector: str) -> dict[str, Any]:

@@ -3,6 +3,12 @@
 Every body here does the same three things: find the reconciler, run it under a per-object
 lock (change handlers and resync timers must not interleave on one object), then publish the
 status diff and translate a failure into kopf's retry via :func:`connectops.errors.as_kopf_error`.
+
+Why one module of over 600 lines: importing it is what fills kopf's registry (``connectops run``
+imports this one module, and the e2e harness asserts it is not imported before its settings are
+set), and the bindings of the three kinds share the process's Runtime, its locks and indexes.
+What is not a binding is the start-up's LIST of claims and its early listings
+(:func:`_seed_claims`, :func:`_warm_listing`): the first candidate to move out.
 """
 
 from __future__ import annotations

@@ -12,9 +12,10 @@ rounds. Whatever the machine, both sides meet the same worker, API server and ob
 The ConnectCluster reaches the worker through a pass-through proxy that records every call, so
 each restart also reports when its expanded listing was asked (seconds after the start) and how
 long Connect took to answer it: Connect builds that listing in time quadratic in its connectors
-(20-40 s at 10,000 on the test worker), and the rest of the restart is the operator's own.
+(20-61 s at 10,000 on the test worker, from one population to another), and the rest of the
+restart is the operator's own.
 
-    .venv/bin/python benchmarks/restart_bench.py --connectors 10000 --connect-heap 2g --baseline 2c1dd2a
+    .venv/bin/python benchmarks/restart_bench.py --connectors 10000 --connect-heap 2g --baseline 15247aa --rounds 3
     .venv/bin/python benchmarks/restart_bench.py --smoke          # 20 Connectors, one round (~40 s; not in CI)
 """
 

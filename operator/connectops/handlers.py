@@ -206,7 +206,7 @@ async def _seed_claims(rt: Runtime) -> int:
 
 async def _warm_listing(rt: Runtime, namespace: str, name: str) -> None:
     """Asks a ConnectCluster's expanded listing as soon as the startup LIST shows a Connector on
-    it, for the resumes to share. Connect builds it in time quadratic in its connectors (20-40 s
+    it, for the resumes to share. Connect builds it in time quadratic in its connectors (20-61 s
     at 10,000), and asked by the first resume it began only once the whole LIST was read and
     kopf had started (~6 s later at 10,000). The answer is kept only for the connectors the
     namespace's objects name, once every claim is read (ClusterHandle.listing, ``settled``).

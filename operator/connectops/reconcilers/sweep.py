@@ -92,7 +92,7 @@ class Backlog:
 
     Why not a kopf handler each (what this replaced for the start-up resume): kopf holds the
     object's worker while its handler runs, and every resume waits for its worker group's one
-    expanded listing, which Connect builds in time quadratic in its connectors (20-40 s at
+    expanded listing, which Connect builds in time quadratic in its connectors (20-61 s at
     10,000). So kopf's work for all but the first thousand objects waited behind it, and ran
     after it, one object at a time (restart_bench at 10,000: the listing, then ~23 s of kopf).
     Here a queued key costs its string; a worker task exists only while there is work.

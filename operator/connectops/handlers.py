@@ -8,7 +8,7 @@ Why one module of over 600 lines: importing it is what fills kopf's registry (``
 imports this one module, and the e2e harness asserts it is not imported before its settings are
 set), and the bindings of the three kinds share the process's Runtime, its locks and indexes.
 What is not a binding is the start-up's LIST of claims and its early listings
-(:func:`_seed_claims`, :func:`_warm_listing`): the first candidate to move out.
+(:func:`_seed_claims`): the first candidate to move out.
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ class Runtime:
         )
         #: set once the startup LIST of claims is read (the start-up listings filter by them)
         self.claims_read = asyncio.Event()
-        #: the listings asked while that LIST is read (_warm_listing)
+        #: the listings asked while that LIST is read (ClusterRegistry.prefetch_listing)
         self.warming: set[asyncio.Task[None]] = set()
         self.rotation = SecretRotation(
             self.kube,
@@ -196,30 +196,20 @@ async def _seed_claims(rt: Runtime) -> int:
                     for cluster in connectors_by_cluster(body) or {}:
                         if cluster not in warmed:
                             warmed.add(cluster)
-                            task = asyncio.get_running_loop().create_task(_warm_listing(rt, *cluster))
+                            # for the resumes to share (ClusterRegistry.prefetch_listing says why)
+                            task = asyncio.get_running_loop().create_task(
+                                rt.clusters.prefetch_listing(
+                                    *cluster,
+                                    SETTINGS.resync_seconds / 2,
+                                    _named_here(rt.indexes.claims, cluster[0]),
+                                    settled=rt.claims_read,
+                                )
+                            )
                             rt.warming.add(task)
                             task.add_done_callback(rt.warming.discard)
     finally:
         rt.claims_read.set()
     return seeded
-
-
-async def _warm_listing(rt: Runtime, namespace: str, name: str) -> None:
-    """Asks a ConnectCluster's expanded listing as soon as the startup LIST shows a Connector on
-    it, for the resumes to share. Connect builds it in time quadratic in its connectors (20-61 s
-    at 10,000), and asked by the first resume it began only once the whole LIST was read and
-    kopf had started (~6 s later at 10,000). The answer is kept only for the connectors the
-    namespace's objects name, once every claim is read (ClusterHandle.listing, ``settled``).
-    Nothing acts on it here; a failure is the resumes' to meet and report."""
-    try:
-        handle = await rt.clusters.resolve(namespace, name)
-        await handle.listing(
-            SETTINGS.resync_seconds / 2, _named_here(rt.indexes.claims, namespace), settled=rt.claims_read
-        )
-    except asyncio.CancelledError:
-        raise
-    except Exception as exc:
-        logger.info("ConnectCluster %s/%s: no listing asked ahead of the resumes: %s", namespace, name, exc)
 
 
 @kopf.on.login()

@@ -32,9 +32,18 @@ from tests.env.servers import MissingTestEnvError, ServerStartError
 pytestmark = pytest.mark.e2e
 
 LATENCY_MS = 40.0
-RATE = 3000.0  # records/s the source offers
+#: Records/s the source offers, of RECORD_BYTES each: 2 MB/s. The seed's batch size carries that
+#: in one request per round trip up to a round trip of SEED_BATCH_SIZE / (RATE * RECORD_BYTES),
+#: 164 ms; the defaults' 16 KiB only up to 8 ms, against the proxy's 40 ms alone. At 3,000/s that
+#: bound was 109 ms, and a loaded CI machine stretched the round trip to 131-144 ms (CI64, CI74):
+#: the seed's batch went out full every request and still fell behind, the machine starved
+#: rather than the cure failed. At 2,000/s the same round trips leave it 14-25 % to spare.
+RATE = 2000.0
 RECORD_BYTES = 1000
 PHASE_SECONDS = 12.0
+#: The defaults' phase is longer: its buffer fills at RATE less its drain (~1,600 records/s of
+#: ~1 KiB each on a quiet machine), and is judged more than half used at the phase's end.
+DEFAULTS_SECONDS = 15.0
 FLUSH_INTERVAL_S = 1.0  # offset.flush.interval.ms of the test workers (tests/env/servers.py)
 
 
@@ -159,7 +168,7 @@ def test_exposition_has_strimzi_names_and_labels(pressure: PressureEnv) -> None:
 def test_default_batch_size_builds_pressure_that_the_override_relieves(pressure: PressureEnv) -> None:
     pressure.create_topic("flood")  # one partition, as in the founding case
     pressure.create_flood("flood", "flood", rate=RATE, record_bytes=RECORD_BYTES)
-    defaults = pressure.measure("flood", "defaults", starts_before=0, seconds=PHASE_SECONDS)
+    defaults = pressure.measure("flood", "defaults", starts_before=0, seconds=DEFAULTS_SECONDS)
 
     config = pressure.flood_config(
         "flood", rate=RATE, record_bytes=RECORD_BYTES, extra={"producer.override.batch.size": SEED_BATCH_SIZE}
@@ -193,10 +202,15 @@ def test_default_batch_size_builds_pressure_that_the_override_relieves(pressure:
     # where the defaults' outgrew their drain per flush tenfold: the measure the founding case is
     # judged by above, on figures of the same phase. Not a ratio between the phases: a loaded
     # machine stretches the proxy's 40 ms round trip to ~105 ms, the tuned producer then sends
-    # full batches (~300 records) and holds ~2,200 records, a tenth of what the defaults held
-    # (CI50: 2,201 against 21,970), while a quiet run holds ~150-300. Peaks are a task's start or
-    # a stall of the worker (CI48 and stop 33's landing CI: 4,223 and 5,852).
-    assert tuned.queue_median() <= tuned.acked_per_second() * FLUSH_INTERVAL_S, report
+    # larger batches and holds ~2,200 records, a tenth of what the defaults held (CI50: 2,201
+    # against 21,970), while a quiet run holds ~150-300. Peaks are a task's start or a stall of the
+    # worker (CI48 and stop 33's landing CI: 4,223 and 5,852). The round trip the seed's batch
+    # can carry RATE at goes into the message: a failure past it is the machine's (see RATE).
+    carried_ms = SEED_BATCH_SIZE / (RATE * RECORD_BYTES) * 1000
+    assert tuned.queue_median() <= tuned.acked_per_second() * FLUSH_INTERVAL_S, (
+        f"{report}\nthe seed's batch carries {RATE:.0f} records/s up to a {carried_ms:.0f} ms round trip; "
+        f"this phase's was {t.request_latency_avg} ms"
+    )
     assert tuned.commit_lag() * 4 <= defaults.commit_lag(), report
     assert (t.buffer_available_bytes or 0) > 0.9 * t.buffer_total_bytes, report
     # The source keeps up with what it offers once the producer does.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import kopf
@@ -153,3 +154,58 @@ def test_check_policy_allows_defaults_and_listed_patterns_only() -> None:
     assert not_allowed(SparkCheckDefaults(image="registry.example/Data/x"), BUILTIN_DEFAULTS, policy)  # case matters
     url = SparkCheckDefaults(main_application_file="https://attacker.example/x.py")
     assert "mainApplicationFile" in not_allowed(url, BUILTIN_DEFAULTS, policy)[0]
+
+
+#: (shape, answer) pairs of both kinds above: the raw body's parse must agree with the tree's
+_BOTH_KINDS: list[tuple[Any, Any]] = [
+    (answers.ROOT, {**ROOT_OK, "extra": 1}),
+    (answers.ROOT, {"version": 4, "kafka_cluster_id": "k"}),
+    (answers.ROOT, []),
+    (answers.STATUS, {"name": "c", "connector": {"state": "RUNNING"}, "tasks": [{"state": "RUNNING"}]}),
+    (answers.STATUS, {"name": "c", "connector": {"state": "PAUSED", "worker_id": "w"}, "tasks": []}),
+    (answers.OFFSETS, {"offsets": [{"partition": {"f": "x"}, "offset": None}]}),
+    (answers.OFFSETS, {"items": []}),
+    (answers.CONFIG, {"a": "1", "b": "2"}),
+    (answers.CONFIG, {"a": {"nested": 1}}),
+    (
+        answers.EXPANDED,
+        {
+            "c": {
+                "info": {"name": "c", "config": {"k": "v"}, "tasks": [], "type": "source"},
+                "status": {"name": "c", "connector": {"state": "RUNNING", "worker_id": "w"}, "tasks": []},
+            }
+        },
+    ),
+    (answers.EXPANDED, ["c"]),  # a worker before 2.3 ignores expand and lists names
+    (answers.NAMES, ["a", "b"]),
+    (answers.MESSAGE, {}),
+]
+
+
+@pytest.mark.parametrize(("shape", "data"), _BOTH_KINDS)
+def test_the_raw_body_parses_as_its_json_tree_does(shape: Any, data: Any) -> None:
+    body = json.dumps(data).encode()
+    outcomes = []
+    for read in (lambda: answers.parse(shape, data), lambda: answers.parse_json(shape, body)):
+        try:
+            outcomes.append(("parsed", read()))
+        except answers.WrongShape as exc:
+            outcomes.append(("refused", str(exc)))
+    assert outcomes[0] == outcomes[1]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"<html><body>Welcome to nginx! hunter2</body></html>", b'{"a": "hunter2"', b"\xff\xfe{}", b"hunter2"],
+)
+def test_a_body_that_is_not_json_is_told_apart_and_never_quoted(body: bytes) -> None:
+    with pytest.raises(answers.NotJson) as refused:
+        answers.parse_json(answers.CONFIG, body)
+    assert "hunter2" not in str(refused.value)
+
+
+def test_a_wrong_shape_read_from_the_raw_body_never_quotes_it() -> None:
+    secret = "hunter2-" + "x" * 100
+    with pytest.raises(answers.WrongShape) as refused:
+        answers.parse_json(answers.CONFIG, json.dumps({secret: {"password": secret}}).encode())
+    assert str(refused.value) == "*: string type"

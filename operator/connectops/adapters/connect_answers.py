@@ -126,6 +126,25 @@ class WrongShape(ValueError):
     """The answer is not of the documented shape; ``str()`` names fields, never values."""
 
 
+class NotJson(ValueError):
+    """The body is not JSON at all (nor UTF-8)."""
+
+
+def parse_json(adapter: TypeAdapter[_M], body: bytes) -> _M:
+    """The raw body as ``adapter``'s type: :class:`NotJson`, or :class:`WrongShape` as
+    :func:`parse` says.
+
+    pydantic reads the JSON itself, without Python's json tree first: the expanded listing of
+    10,000 connectors (the largest answer) needed 42 MiB at its height decoded by ``json`` and then
+    validated, 27 MiB read this way (tracemalloc, the listing's shape)."""
+    try:
+        return adapter.validate_json(body)
+    except ValidationError as exc:
+        if any(e["type"] == "json_invalid" for e in exc.errors(include_input=False, include_url=False)):
+            raise NotJson("not JSON") from None
+        raise _wrong_shape(exc) from None
+
+
 def parse(adapter: TypeAdapter[_M], data: Any) -> _M:
     """``data`` as ``adapter``'s type, or :class:`WrongShape` naming the first fields that differ.
 

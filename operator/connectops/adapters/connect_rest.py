@@ -409,25 +409,19 @@ class ConnectClient:
             return ConnectUnavailable(text, status=status, operation=operation)
         return ConnectRejected(text, status=status, operation=operation)
 
-    async def _json(self, method: str, path: str, *, operation: str, **kw: Any) -> Any:
+    async def _answer(self, shape: TypeAdapter[_T], method: str, path: str, *, operation: str, **kw: Any) -> _T:
+        """The answer parsed as Connect documents it, or :class:`NotKafkaConnect`."""
         response = await self._request(method, path, operation=operation, **kw)
-        if not response.content:
-            return None
         try:
-            return response.json()
-        except (json.JSONDecodeError, UnicodeDecodeError):
+            # an empty body is no answer: its shape is wrong (None), as it always was
+            return answers.parse_json(shape, response.content) if response.content else answers.parse(shape, None)
+        except answers.NotJson:
             raise NotKafkaConnect(
                 f"{operation}: HTTP {response.status_code} with a body that is not JSON: not Kafka Connect's "
                 "answer (does the ConnectCluster's restUrl point at a Connect worker?)",
                 status=response.status_code,
                 operation=operation,
             ) from None
-
-    async def _answer(self, shape: TypeAdapter[_T], method: str, path: str, *, operation: str, **kw: Any) -> _T:
-        """The answer parsed as Connect documents it, or :class:`NotKafkaConnect`."""
-        data = await self._json(method, path, operation=operation, **kw)
-        try:
-            return answers.parse(shape, data)
         except answers.WrongShape as exc:
             raise NotKafkaConnect(
                 f"{operation}: the answer is not Kafka Connect's ({exc}); does the ConnectCluster's "

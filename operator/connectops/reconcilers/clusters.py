@@ -121,6 +121,9 @@ class ClusterHandle:
             if time.monotonic() - self._listing_at < max(ttl, self._listing_took):
                 return self._view()
             started = time.monotonic()
+            # let the old answer go before the new is read: no one reads it meanwhile (they wait
+            # on the lock), and at 10,000 connectors it is ~10 MiB kept beside the new one's build
+            self._listing = None
             listed: Mapping[str, ListedConnector] | None = None
             try:
                 listed = await self.client.list_expanded()

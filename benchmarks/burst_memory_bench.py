@@ -23,12 +23,19 @@ operator (its first listing meets the creations) instead of once it is idle. Wri
 ``burst_memory_compare`` (not the table's row):
 
     .venv/bin/python benchmarks/burst_memory_bench.py --at-start --compare CONNECTOPS_KUBE_API_CONCURRENCY=100000
+
+``--baseline REV``: instead, the operator code of git revision REV (its ``operator/`` tree first on
+``PYTHONPATH``, as restart_bench does) vs this tree's, both with the defaults. Written to
+``burst_memory_baseline``; the peak (VmHWM, the burst's height) is what it is for:
+
+    .venv/bin/python benchmarks/burst_memory_bench.py --connectors 3000 --rounds 2 --baseline 4650ee1
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -36,6 +43,7 @@ from typing import Any
 
 from apply_bench import spec
 from harness import Bench, bench_env, connector_ready, log, rss_mib, table, vm_hwm_mib, wait, write_result
+from restart_bench import baseline_tree
 
 TARGET_RSS_MIB = 150  # issue 17: RSS at 1,000 Connectors
 
@@ -102,13 +110,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", type=Path)
     parser.add_argument("--at-start", action="store_true", help="the burst begins as the operator starts")
     parser.add_argument("--compare", metavar="KEY=VALUE", help="baseline: this setting; instead of trim off/on")
+    parser.add_argument("--baseline", metavar="REV", help="baseline: the operator code of this git revision")
     args = parser.parse_args(argv)
+    if args.compare and args.baseline:
+        parser.error("--compare and --baseline are two kinds of baseline: one at a time")
+    with tempfile.TemporaryDirectory(prefix="burst-baseline-") as tmp:
+        baseline = str(baseline_tree(args.baseline, Path(tmp))) if args.baseline else None
+        return _run(args, baseline)
+
+
+def _run(args: argparse.Namespace, baseline: str | None) -> int:
     n, rounds, period = (20, 1, 2.0) if args.smoke else (args.connectors, args.rounds, args.trim_seconds)
     # two periods and more: the first trim can come before the burst's memory is let go (the
     # resync's first pass, kopf's idle workers); a run at 60 s measured 70 s after Ready saw one
     # trim 24 s after Ready and no change (benchmarks/README.md)
     settle = 2 * period + 10
-    if args.compare:
+    if baseline is not None:
+        variants = {"baseline": (period, {"PYTHONPATH": baseline}), "this": (period, {})}
+    elif args.compare:
         key, _, value = args.compare.partition("=")
         variants = {"baseline": (period, {key: value}), "this": (period, {})}
     else:
@@ -134,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         "settle_seconds": settle,
         "at_start": args.at_start,
         "compare": args.compare,
+        "baseline_revision": args.baseline,
         "runs": runs,
         "rss_after_settle_mib": {v: median(v, "rss_after_settle_mib") for v in runs},
         "peak_rss_mib": {v: median(v, "peak_rss_mib") for v in runs},
@@ -143,10 +163,16 @@ def main(argv: list[str] | None = None) -> int:
         "target_met": median(this, "rss_after_settle_mib") < TARGET_RSS_MIB,
         "hygiene": hygiene,
     }
-    write_result("burst_memory_compare" if args.compare else "burst_memory", result, args.output)
+    name = "burst_memory_baseline" if baseline else "burst_memory_compare" if args.compare else "burst_memory"
+    write_result(name, result, args.output)
     print(
         table(
-            [args.compare or "heap trim", "RSS at Ready MiB", f"RSS {settle:.0f} s later MiB", "peak MiB"],
+            [
+                args.compare or (args.baseline and f"vs {args.baseline}") or "heap trim",
+                "RSS at Ready MiB",
+                f"RSS {settle:.0f} s later MiB",
+                "peak MiB",
+            ],
             [
                 [
                     v,

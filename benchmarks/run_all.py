@@ -39,6 +39,7 @@ SCRIPTS = [
     ("rotation_bench", "rotation"),
     ("check_batch_bench", "check_batch"),
     ("burst_memory_bench", "burst_memory"),
+    ("scrape_bench", "scrape"),
 ]
 START, END = "<!-- results:start -->", "<!-- results:end -->"
 
@@ -258,6 +259,36 @@ def report(results: Path) -> tuple[str, dict[str, Any]]:
                 met(peak["this"] < bc["target_rss_mib"]),
             ]
         )
+    if bb := load(results, "burst_memory_baseline"):
+        # burst_memory_bench.py --baseline REV (its own command, no CI smoke): the burst's height
+        # between the 1,000 and 10,000, so no target of its own
+        hygiene(bb)
+        after, peak = bb["rss_after_settle_mib"], bb["peak_rss_mib"]
+        rows.append(
+            [
+                f"Operator peak RSS, a burst of {bb['connectors']:,} creations to an idle operator: this code vs "
+                f"{bb['baseline_revision']} side by side (RSS {bb['settle_seconds']:.0f} s after Ready)",
+                "report",
+                f"peak {peak['this']:.0f} vs {peak['baseline']:.0f} MiB (then {after['this']:.0f} vs "
+                f"{after['baseline']:.0f})",
+                f"{bb['peak_ratio']:.2f}x peak",
+                "n/a",
+            ]
+        )
+    if sc := load(results, "scrape"):
+        for e in sc["sizes"]:
+            rss_added, heap, seconds = e["rss_added_mib"], e["heap_peak_mib"], e["seconds"]
+            rows.append(
+                [
+                    f"One metrics scrape with {e['connectors']:,} Connectors: per-object gauges streamed vs "
+                    "rendered whole by prometheus_client (RSS the scrape added; Python heap peak; seconds)",
+                    "report",
+                    f"{rss_added['this']:.1f} vs {rss_added['baseline']:.1f} MiB; heap {heap['this']:.1f} vs "
+                    f"{heap['baseline']:.1f} MiB; {seconds['this']:.2f} vs {seconds['baseline']:.2f} s",
+                    f"{e['ratio_rss_added']:.2f}x RSS, {e['ratio_seconds']:.2f}x time",
+                    "n/a",
+                ]
+            )
     if t := load(results, "tombstone_scan"):
         c, k = t["results"]["connectops"], t["results"]["kcat"]
         rows.append(

@@ -48,9 +48,9 @@ def _run(args: argparse.Namespace) -> int:
 
     settings = None if args.standalone else _lease_settings(args)  # bad settings: refused first
     if args.metrics_port:
-        from prometheus_client import start_http_server
+        from connectops.metrics_server import serve
 
-        start_http_server(args.metrics_port)
+        serve(args.metrics_port)
     kopf.configure(
         debug=args.log_level.lower() == "debug",
         quiet=args.log_level.lower() in ("warning", "error"),

@@ -17,16 +17,18 @@ something ``kubectl describe`` does not.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Set
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
-from prometheus_client.core import REGISTRY, GaugeMetricFamily
+from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from connectops.models.base import Condition
 from connectops.models.connector import ConnectorStatus
@@ -145,89 +147,187 @@ class ObjectMetrics(Collector):
             while len(self._gone) > GONE_REMEMBERED:
                 self._gone.popitem(last=False)
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def _snapshot(self) -> tuple[list[tuple[tuple[str, str], ConnectorView]], list[tuple[tuple[str, str], ResetView]]]:
         with self._lock:
-            connectors = dict(self.connectors)
-            resets = dict(self.resets)
-        labels = ["namespace", "name"]
-        desired = GaugeMetricFamily(
-            "connectops_connector_desired_state", "1 for the state the spec asks for", labels=[*labels, "state"]
-        )
-        actual = GaugeMetricFamily(
-            "connectops_connector_state", "1 for the state Kafka Connect reports", labels=[*labels, "state"]
-        )
-        ready = GaugeMetricFamily("connectops_connector_ready", "1 when the Ready condition is True", labels=labels)
-        tasks = GaugeMetricFamily("connectops_connector_tasks", "Tasks by state", labels=[*labels, "state"])
-        restarts = GaugeMetricFamily(
-            "connectops_connector_auto_restarts", "Automatic restarts since the last healthy period", labels=labels
-        )
-        reconciled = GaugeMetricFamily(
+            connectors = list(self.connectors.items())
+            resets = list(self.resets.items())
+        return sorted(connectors, key=lambda item: item[0]), sorted(resets, key=lambda item: item[0])
+
+    def _families(self) -> Iterator[tuple[Family, Iterator[tuple[tuple[str, str], Series]]]]:
+        """Each family and, per object in (namespace, name) order, its series. Lazy: an object's
+        series are made only as they are read, and a family's only once the one before is read."""
+        connectors, resets = self._snapshot()
+        for family, series in CONNECTOR_FAMILIES:
+            yield family, _rows(connectors, series)
+        now = time.time()
+        for family, reset_series in RESET_FAMILIES:
+            yield family, _rows(resets, functools.partial(_at, reset_series, now=now))
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        """The gauges as prometheus_client's Collector (what ``render`` writes, made of its objects)."""
+        for family, objects in self._families():
+            gauge = GaugeMetricFamily(
+                family.name, family.help, labels=["namespace", "name", *([family.label] if family.label else [])]
+            )
+            for (ns, name), series in objects:
+                for label, value in series:
+                    gauge.add_metric([ns, name] if family.label is None else [ns, name, label or ""], value)
+            yield gauge
+
+    def render(self, names: Set[str] | None = None, *, chunk: int = 1000) -> Iterator[bytes]:
+        """The gauges in Prometheus' text format (0.0.4), written as prometheus_client writes
+        them (``tests/unit/test_metrics_server.py`` compares the two), ``chunk`` objects at a
+        time: at 10,000 Connectors prometheus_client's own rendering built every series' sample
+        and line at once, a 107 MiB transient per scrape. ``names``: only these families, and
+        only if they have a series (prometheus_client's ``name[]`` filter)."""
+        for family, objects in self._families():
+            if names is not None and family.name not in names:
+                continue
+            header = f"# HELP {family.name} {_escape_help(family.help)}\n# TYPE {family.name} gauge\n"
+            written = names is None  # the header: always, or (filtered) before its first series
+            lines = [header] if written else []
+            for done, ((ns, name), series) in enumerate(objects, start=1):
+                labels = f'name="{_escape(name)}",namespace="{_escape(ns)}"'
+                for label, value in series:
+                    if not written:
+                        lines.append(header)
+                        written = True
+                    own = f',{family.label}="{_escape(label)}"' if family.label and label is not None else ""
+                    lines.append(f"{family.name}{{{labels}{own}}} {_number_text(value)}\n")
+                if done % chunk == 0 and lines:
+                    yield "".join(lines).encode()
+                    lines = []
+            if lines:
+                yield "".join(lines).encode()
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    help: str
+    #: the family's own label (a state, a verdict, ...) besides namespace and name
+    label: str | None = None
+
+
+#: one object's series of a family: (the value of the family's own label or None, value)
+Series = Iterable[tuple[str | None, float]]
+_V = TypeVar("_V")
+
+
+def _rows(
+    objects: list[tuple[tuple[str, str], _V]], series: Callable[[_V], Series]
+) -> Iterator[tuple[tuple[str, str], Series]]:
+    for key, view in objects:
+        yield key, series(view)
+
+
+def _at(series: Callable[[ResetView, float], Series], view: ResetView, *, now: float) -> Series:
+    return series(view, now)
+
+
+def _one_hot(chosen: str, vocabulary: tuple[str, ...]) -> list[tuple[str | None, float]]:
+    return [(v, 1.0 if chosen == v else 0.0) for v in vocabulary]
+
+
+def _maybe(value: float | None) -> list[tuple[str | None, float]]:
+    return [] if value is None else [(None, value)]
+
+
+#: the Connector gauges, in the order they are written: each family's name, help, own label, and
+#: its series for one Connector
+CONNECTOR_FAMILIES: tuple[tuple[Family, Callable[[ConnectorView], Series]], ...] = (
+    (
+        Family("connectops_connector_desired_state", "1 for the state the spec asks for", "state"),
+        lambda v: _one_hot(v.desired, DESIRED_STATES),
+    ),
+    (
+        Family("connectops_connector_state", "1 for the state Kafka Connect reports", "state"),
+        lambda v: _one_hot(v.actual, CONNECT_STATES),
+    ),
+    (
+        Family("connectops_connector_ready", "1 when the Ready condition is True"),
+        lambda v: [(None, 1.0 if v.ready else 0.0)],
+    ),
+    (
+        Family("connectops_connector_tasks", "Tasks by state", "state"),
+        lambda v: [
+            ("running", v.tasks_running),
+            ("failed", v.tasks_failed),
+            ("other", v.tasks_total - v.tasks_running - v.tasks_failed),
+        ],
+    ),
+    (
+        Family("connectops_connector_auto_restarts", "Automatic restarts since the last healthy period"),
+        lambda v: [(None, v.auto_restarts)],
+    ),
+    (
+        Family(
             "connectops_connector_last_reconcile_timestamp_seconds",
             "When the operator last finished a reconcile of the Connector",
-            labels=labels,
-        )
-        drift = GaugeMetricFamily(
-            "connectops_connector_drift_corrections",
-            "Drift corrections applied by this operator process",
-            labels=labels,
-        )
-        verdict = GaugeMetricFamily(
-            "connectops_connector_check_verdict", "1 for the latest check's verdict", labels=[*labels, "verdict"]
-        )
-        lag = GaugeMetricFamily("connectops_connector_lag_records", "Total lag at the latest check", labels=labels)
-        time_lag = GaugeMetricFamily(
+        ),
+        lambda v: [(None, v.reconciled_at)],
+    ),
+    (
+        Family("connectops_connector_drift_corrections", "Drift corrections applied by this operator process"),
+        lambda v: [(None, v.drift_corrections)],
+    ),
+    (
+        Family("connectops_connector_check_verdict", "1 for the latest check's verdict", "verdict"),
+        lambda v: _one_hot(v.verdict, VERDICTS),
+    ),
+    (Family("connectops_connector_lag_records", "Total lag at the latest check"), lambda v: _maybe(v.total_lag)),
+    (
+        Family(
             "connectops_connector_lag_seconds",
             "Age of the oldest unread record at the latest check (Kafka Lag Exporter's time lag)",
-            labels=labels,
-        )
-        interruption = GaugeMetricFamily(
+        ),
+        lambda v: _maybe(v.time_lag_s),
+    ),
+    (
+        Family(
             "connectops_connector_last_interruption_seconds",
             "What the last change that restarted running tasks cost: stop to first task RUNNING",
-            labels=labels,
-        )
-        for (ns, name), view in sorted(connectors.items()):
-            for state in DESIRED_STATES:
-                desired.add_metric([ns, name, state], 1.0 if view.desired == state else 0.0)
-            for state in CONNECT_STATES:
-                actual.add_metric([ns, name, state], 1.0 if view.actual == state else 0.0)
-            ready.add_metric([ns, name], 1.0 if view.ready else 0.0)
-            tasks.add_metric([ns, name, "running"], view.tasks_running)
-            tasks.add_metric([ns, name, "failed"], view.tasks_failed)
-            tasks.add_metric([ns, name, "other"], view.tasks_total - view.tasks_running - view.tasks_failed)
-            restarts.add_metric([ns, name], view.auto_restarts)
-            reconciled.add_metric([ns, name], view.reconciled_at)
-            drift.add_metric([ns, name], view.drift_corrections)
-            for v in VERDICTS:
-                verdict.add_metric([ns, name, v], 1.0 if view.verdict == v else 0.0)
-            if view.total_lag is not None:
-                lag.add_metric([ns, name], view.total_lag)
-            if view.time_lag_s is not None:
-                time_lag.add_metric([ns, name], view.time_lag_s)
-            if view.interruption_s is not None:
-                interruption.add_metric([ns, name], view.interruption_s)
-        phase = GaugeMetricFamily("connectops_offset_reset_phase", "1 for the reset's phase", labels=[*labels, "phase"])
-        step = GaugeMetricFamily(
-            "connectops_offset_reset_step", "1 for the step a running reset is in", labels=[*labels, "step"]
-        )
-        duration = GaugeMetricFamily(
+        ),
+        lambda v: _maybe(v.interruption_s),
+    ),
+)
+#: the OffsetReset gauges (their series also take the time of the scrape)
+RESET_FAMILIES: tuple[tuple[Family, Callable[[ResetView, float], Series]], ...] = (
+    (
+        Family("connectops_offset_reset_phase", "1 for the reset's phase", "phase"),
+        lambda r, _: _one_hot(r.phase, PHASES),
+    ),
+    (
+        Family("connectops_offset_reset_step", "1 for the step a running reset is in", "step"),
+        lambda r, _: [] if r.step is None else [(r.step, 1.0)],
+    ),
+    (
+        Family(
             "connectops_offset_reset_duration_seconds",
             "Seconds since the reset's first step started (to its end, once finished)",
-            labels=labels,
-        )
-        now = time.time()
-        for (ns, name), reset in sorted(resets.items()):
-            for p in PHASES:
-                phase.add_metric([ns, name, p], 1.0 if reset.phase == p else 0.0)
-            if reset.step is not None:
-                step.add_metric([ns, name, reset.step], 1.0)
-            if reset.started_at is not None:
-                duration.add_metric([ns, name], (reset.finished_at or now) - reset.started_at)
-        yield from (desired, actual, ready, tasks, restarts, reconciled, drift, verdict, lag, time_lag, interruption)
-        yield from (phase, step, duration)
+        ),
+        lambda r, now: [] if r.started_at is None else [(None, (r.finished_at or now) - r.started_at)],
+    ),
+)
 
 
+def _escape(value: str) -> str:
+    # the text format's label-value escaping (what prometheus_client does)
+    return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
+
+
+def _number_text(value: float) -> str:
+    # prometheus_client's formatting of a value (Go's float formatting), untyped there
+    return str(floatToGoString(value))  # type: ignore[no-untyped-call]
+
+
+def _escape_help(text: str) -> str:
+    return text.replace("\\", r"\\").replace("\n", r"\n")
+
+
+#: not in prometheus_client's registry: connectops.metrics_server writes it after the registry's
+#: metrics, streamed (see ObjectMetrics.render)
 OBJECTS = ObjectMetrics()
-REGISTRY.register(OBJECTS)
 
 
 def _number(value: object) -> float | None:

@@ -1,14 +1,15 @@
-"""Issue 16, item 5: per-object metrics read from the operator's real exposition (the in-process
-operator registers its collector in this process's default registry) after it acted on real
-objects, and every metric the chart's alerts use is one the operator exports."""
+"""Issue 16, item 5: per-object metrics read from the operator's real exposition (what its
+``--metrics-port`` endpoint writes, connectops.metrics_server.exposition, of the in-process
+operator) after it acted on real objects, and every metric the chart's alerts use is one the
+operator exports."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from prometheus_client import REGISTRY, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from connectops.metrics_server import exposition
 from tests.e2e.conftest import K8s, connect_cluster_spec, wait_for
 from tests.e2e.test_offset_reset_e2e import make_source, reset
 from tests.env.servers import ConnectWorker
@@ -17,7 +18,7 @@ from tests.helm.test_alerts import alert_metric_names
 
 def samples() -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     out = {}
-    for family in text_string_to_metric_families(generate_latest(REGISTRY).decode()):
+    for family in text_string_to_metric_families(b"".join(exposition()).decode()):
         for sample in family.samples:
             out[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
     return out
@@ -71,7 +72,7 @@ def test_alerts_use_only_exported_metrics(k8s: K8s, connect: ConnectWorker, tmp_
     name, _ = make_source(k8s, tmp_path, "main", connect)
     reset(k8s, "r", {"connectorRef": {"name": name}, "action": "reset"})
     wait_for(lambda: value("connectops_offset_reset_phase", namespace=k8s.ns, name="r", phase="Succeeded"), 30, "r")
-    families = {f.name for f in text_string_to_metric_families(generate_latest(REGISTRY).decode())}
+    families = {f.name for f in text_string_to_metric_families(b"".join(exposition()).decode())}
     names = {s[0] for s in samples()} | families | {f + "_total" for f in families}
     missing = sorted(alert_metric_names() - names)
     assert not missing, f"alerts use metrics the operator does not export: {missing}"

@@ -157,19 +157,27 @@ CONNECTOR_SPEC = {"clusterRef": {"name": "main"}, "class": "FileStreamSource", "
 RESET_SPEC = {"connectorName": "orders", "clusterRef": {"name": "main"}, "action": "reset"}
 
 
+async def listed(backend: Backend, plural: str, *, limit: int = 500) -> list[list[dict[str, Any]]]:
+    return [page async for page in backend.api.custom_object_pages(plural, backend.namespace, limit=limit)]
+
+
 async def test_custom_objects(backend: Backend) -> None:
     ns = backend.namespace
-    assert await backend.api.custom_objects(ns, "connectors") == []
+    assert await listed(backend, "connectors") == [[]]
     backend.add_object("connectors", "Connector", "zeta", CONNECTOR_SPEC)
     backend.add_object("connectors", "Connector", "alpha", {**CONNECTOR_SPEC, "connectorName": "other"})
-    listed = await backend.api.custom_objects(ns, "connectors")
-    assert [o["metadata"]["name"] for o in listed] == ["alpha", "zeta"]  # listed by name
-    assert listed[0]["spec"]["connectorName"] == "other"
+    backend.add_object("connectors", "Connector", "mid", CONNECTOR_SPEC)
+    pages = await listed(backend, "connectors", limit=2)
+    assert [[o["metadata"]["name"] for o in page] for page in pages] == [["alpha", "mid"], ["zeta"]]  # by name
+    assert pages[0][0]["spec"]["connectorName"] == "other"
+    assert [[o["metadata"]["name"] for o in page] for page in await listed(backend, "connectors")] == [
+        ["alpha", "mid", "zeta"]
+    ]
     obj = await backend.api.custom_object(ns, "connectors", "zeta")
     assert (obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["generation"]) == ("Connector", ns, 1)
     assert obj["metadata"]["uid"]
     assert obj["spec"]["config"] == {"topic": "t"}
-    assert await backend.api.custom_objects(ns, "offsetresets") == []
+    assert await listed(backend, "offsetresets") == [[]]
     with pytest.raises(KubeObjectMissing, match=f"connectors {ns}/nope not found"):
         await backend.api.custom_object(ns, "connectors", "nope")
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import itertools
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -49,7 +50,9 @@ class ConnectorKubeApi(Protocol):
     ) -> None: ...
     #: spec.offsets: the OffsetReset that applies them, the marker, and a rename's hand-over
     async def custom_object(self, namespace: str, plural: str, name: str) -> dict[str, Any]: ...
-    async def custom_objects(self, namespace: str, plural: str) -> list[dict[str, Any]]: ...
+    def custom_object_pages(
+        self, plural: str, namespace: str | None = None, *, limit: int = 500
+    ) -> AsyncIterator[list[dict[str, Any]]]: ...
     async def create_object(
         self, group: str, version: str, namespace: str, plural: str, body: dict[str, Any]
     ) -> bool: ...
@@ -283,12 +286,21 @@ class FakeKube:
             raise KubeObjectMissing(f"{plural} {namespace}/{name} not found")
         return copy.deepcopy(obj)
 
-    async def custom_objects(self, namespace: str, plural: str) -> list[dict[str, Any]]:
-        self._enter("custom_objects", namespace, plural)
-        # the API server lists by name
-        return [
-            copy.deepcopy(obj) for (ns, pl, _), obj in sorted(self.objects.items()) if ns == namespace and pl == plural
+    async def custom_object_pages(
+        self, plural: str, namespace: str | None = None, *, limit: int = 500
+    ) -> AsyncIterator[list[dict[str, Any]]]:
+        self._enter("custom_object_pages", namespace, plural)
+        # the API server lists by namespace and name, ``limit`` at a time
+        listed = [
+            obj
+            for (ns, pl, _), obj in sorted(self.objects.items())
+            if pl == plural and (namespace is None or ns == namespace)
         ]
+        for start in range(0, len(listed), limit):
+            yield [copy.deepcopy(obj) for obj in listed[start : start + limit]]
+            await asyncio.sleep(0)
+        if not listed:
+            yield []
 
     async def create_object(self, group: str, version: str, namespace: str, plural: str, body: dict[str, Any]) -> bool:
         self._enter("create_object", namespace, plural, body["metadata"]["name"])

@@ -199,23 +199,13 @@ class KubeClient:
         )
         return obj
 
-    async def custom_objects(self, namespace: str, plural: str) -> list[dict[str, Any]]:
-        listing: dict[str, Any] = await self._call(
-            self._custom.list_namespaced_custom_object,
-            GROUP,
-            VERSION,
-            namespace,
-            plural,
-            what=f"{plural} in {namespace}",
-        )
-        items: list[dict[str, Any]] = listing.get("items") or []
-        return items
-
     async def custom_object_pages(
         self, plural: str, namespace: str | None = None, *, limit: int = 500
     ) -> AsyncIterator[list[dict[str, Any]]]:
         """One of connectops' kinds, a page of ``limit`` at a time (all namespaces when
-        ``namespace`` is None): a caller that keeps a little of each object never holds them all."""
+        ``namespace`` is None): a caller that keeps a little of each object never holds them all.
+        (Whole, the 10,000 Connectors of one namespace decoded to ~100 MiB of dicts at once, on
+        every Connector deleted: the apply benchmark's peak at 10,000.)"""
         token: str | None = None
         where = f"list {plural} in {namespace}" if namespace else f"list {plural} in all namespaces"
         while True:

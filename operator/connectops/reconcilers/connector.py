@@ -926,19 +926,24 @@ class ConnectorReconciler:
     async def _heir(self, obj: ConnectorObject, connector: str, cluster: ClusterHandle) -> str | None:
         """The Connector object of this namespace that renames this one's connector
         (spec.offsets.from) on the same Kafka cluster and has not created its own yet, if any."""
-        for other in await self._kube.custom_objects(obj.namespace, "connectors"):
-            meta = other.get("metadata") or {}
-            if meta.get("uid") == obj.uid or meta.get("deletionTimestamp"):
-                continue
-            spec = other.get("spec") or {}
-            if on_create_plan.renamed_from(spec) != connector:
-                continue
-            state = ((other.get("status") or {}).get("offsetsOnCreate") or {}).get("state")
-            if state == on_create_plan.APPLIED:
-                continue  # that rename is over: this is a namesake
-            claim = claim_of(obj.namespace, str(meta.get("name")), str(meta.get("uid")), "", spec)
-            ttl = self._settings.capabilities_ttl_seconds
-            if claim is not None and await self._clusters.same_kafka_cluster(cluster, [claim], ttl):
+        heirs = []
+        async for page in self._kube.custom_object_pages("connectors", obj.namespace):
+            for other in page:
+                meta = other.get("metadata") or {}
+                if meta.get("uid") == obj.uid or meta.get("deletionTimestamp"):
+                    continue
+                spec = other.get("spec") or {}
+                if on_create_plan.renamed_from(spec) != connector:
+                    continue
+                state = ((other.get("status") or {}).get("offsetsOnCreate") or {}).get("state")
+                if state == on_create_plan.APPLIED:
+                    continue  # that rename is over: this is a namesake
+                claim = claim_of(obj.namespace, str(meta.get("name")), str(meta.get("uid")), "", spec)
+                if claim is not None:
+                    heirs.append(claim)
+        ttl = self._settings.capabilities_ttl_seconds
+        for claim in heirs:
+            if await self._clusters.same_kafka_cluster(cluster, [claim], ttl):
                 return claim.name
         return None
 

@@ -321,14 +321,15 @@ class OffsetResetExecutor:
         assert spec.cluster_ref is not None
         touched = set(status.connectors)
         names = []
-        for obj in await self._kube.custom_objects(namespace, "connectors"):
-            try:
-                managed = ConnectorSpec.model_validate(obj.get("spec") or {})
-            except ValidationError:
-                continue
-            name = obj["metadata"]["name"]
-            if managed.cluster_ref.name == spec.cluster_ref.name and (managed.connector_name or name) in touched:
-                names.append(name)
+        async for page in self._kube.custom_object_pages("connectors", namespace):
+            for obj in page:
+                try:
+                    managed = ConnectorSpec.model_validate(obj.get("spec") or {})
+                except ValidationError:
+                    continue
+                name = obj["metadata"]["name"]
+                if managed.cluster_ref.name == spec.cluster_ref.name and (managed.connector_name or name) in touched:
+                    names.append(name)
         return names
 
     async def _wait_for_reference(

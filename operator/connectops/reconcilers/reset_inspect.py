@@ -163,14 +163,15 @@ class Inspector:
     async def _managed_specs(self, run: Run) -> dict[str, tuple[str, ConnectorSpec]]:
         """Connector objects of this namespace on the reset's ConnectCluster, by connector name."""
         out: dict[str, tuple[str, ConnectorSpec]] = {}
-        for obj in await self._kube.custom_objects(run.namespace, "connectors"):
-            try:
-                spec = ConnectorSpec.model_validate(obj.get("spec") or {})
-            except ValidationError:
-                continue
-            name = str(obj["metadata"]["name"])
-            if spec.cluster_ref.name == run.cluster.name:
-                out[spec.connector_name or name] = (name, spec)
+        async for page in self._kube.custom_object_pages("connectors", run.namespace):
+            for obj in page:
+                try:
+                    spec = ConnectorSpec.model_validate(obj.get("spec") or {})
+                except ValidationError:
+                    continue
+                name = str(obj["metadata"]["name"])
+                if spec.cluster_ref.name == run.cluster.name:
+                    out[spec.connector_name or name] = (name, spec)
         return out
 
     async def _current_offsets(self, run: Run, connector: str) -> list[dict[str, Any]]:

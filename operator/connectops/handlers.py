@@ -107,8 +107,9 @@ class Runtime:
         #: at most CHANGE_CONCURRENCY Connector changes at work at once per ConnectCluster: a
         #: GitOps sync creating thousands at once has one kopf worker each (up to its limit), and
         #: each at work holds its models and reads while it waits for the cluster's Connect calls
-        #: (3,000 creations: peak RSS 153 -> 133 MiB, /work/prof populate probe). Per cluster, so
-        #: one tenant's unreachable workers cannot hold another tenant's changes back.
+        #: (3,000 creations at once: peak RSS 153 -> 133 MiB; benchmarks/README.md, "10,000
+        #: Connectors"). Per cluster, so one tenant's unreachable workers cannot hold another
+        #: tenant's changes back.
         self.change_slots = KeyedSlots(CHANGE_CONCURRENCY)
         #: every Connector's start-up reconcile, queued by its resume handler (sweep.Backlog says
         #: why not in kopf's handler), at most RESUME_CONCURRENCY at once: kopf releases every

@@ -70,6 +70,13 @@ class KeyedSlots:
         return len(self._entries)
 
 
+async def each_object(pages: AsyncIterator[list[A]]) -> AsyncIterator[A]:
+    """The objects of a paged listing one at a time, so a scan keeps one page, not the list."""
+    async for page in pages:
+        for obj in page:
+            yield obj
+
+
 async def both(first: Awaitable[A], second: Awaitable[B]) -> tuple[A, B]:
     """Two independent reads at once. Both are awaited to their end even when one fails (no
     task is left running unseen), and the first failure, in argument order, is raised as itself:

@@ -74,7 +74,7 @@ from connectops.reconcilers import change_cost
 from connectops.reconcilers.change_cost import StatusFeed, watch_for
 from connectops.reconcilers.checks import CheckRunner, apply_check_conditions
 from connectops.reconcilers.clusters import ClusterHandle, ClusterRegistry
-from connectops.reconcilers.common import Backoff, Conditions, EmitEvent, Outcome
+from connectops.reconcilers.common import Backoff, Conditions, EmitEvent, Outcome, each_object
 from connectops.reconcilers.on_create import NewConnector, OffsetsOnCreate
 from connectops.reconcilers.reset_run import parse_holder
 from connectops.redact import Redactor
@@ -927,20 +927,19 @@ class ConnectorReconciler:
         """The Connector object of this namespace that renames this one's connector
         (spec.offsets.from) on the same Kafka cluster and has not created its own yet, if any."""
         heirs = []
-        async for page in self._kube.custom_object_pages("connectors", obj.namespace):
-            for other in page:
-                meta = other.get("metadata") or {}
-                if meta.get("uid") == obj.uid or meta.get("deletionTimestamp"):
-                    continue
-                spec = other.get("spec") or {}
-                if on_create_plan.renamed_from(spec) != connector:
-                    continue
-                state = ((other.get("status") or {}).get("offsetsOnCreate") or {}).get("state")
-                if state == on_create_plan.APPLIED:
-                    continue  # that rename is over: this is a namesake
-                claim = claim_of(obj.namespace, str(meta.get("name")), str(meta.get("uid")), "", spec)
-                if claim is not None:
-                    heirs.append(claim)
+        async for other in each_object(self._kube.custom_object_pages("connectors", obj.namespace)):
+            meta = other.get("metadata") or {}
+            if meta.get("uid") == obj.uid or meta.get("deletionTimestamp"):
+                continue
+            spec = other.get("spec") or {}
+            if on_create_plan.renamed_from(spec) != connector:
+                continue
+            state = ((other.get("status") or {}).get("offsetsOnCreate") or {}).get("state")
+            if state == on_create_plan.APPLIED:
+                continue  # that rename is over: this is a namesake
+            claim = claim_of(obj.namespace, str(meta.get("name")), str(meta.get("uid")), "", spec)
+            if claim is not None:
+                heirs.append(claim)
         ttl = self._settings.capabilities_ttl_seconds
         for claim in heirs:
             if await self._clusters.same_kafka_cluster(cluster, [claim], ttl):

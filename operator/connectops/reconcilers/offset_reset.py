@@ -60,7 +60,7 @@ from connectops.planning.ownership import Claim
 from connectops.reconcilers import reset_consumer_group, reset_mm2, reset_rest, reset_tombstone
 from connectops.reconcilers.checks import CheckRunner, apply_check_conditions
 from connectops.reconcilers.clusters import ClusterHandle, ClusterRegistry
-from connectops.reconcilers.common import Backoff, Conditions, EmitEvent
+from connectops.reconcilers.common import Backoff, Conditions, EmitEvent, each_object
 from connectops.reconcilers.reset_backup import BackupStore
 from connectops.reconcilers.reset_changes import OffsetChanges, changed
 from connectops.reconcilers.reset_inspect import Inspector
@@ -321,15 +321,14 @@ class OffsetResetExecutor:
         assert spec.cluster_ref is not None
         touched = set(status.connectors)
         names = []
-        async for page in self._kube.custom_object_pages("connectors", namespace):
-            for obj in page:
-                try:
-                    managed = ConnectorSpec.model_validate(obj.get("spec") or {})
-                except ValidationError:
-                    continue
-                name = obj["metadata"]["name"]
-                if managed.cluster_ref.name == spec.cluster_ref.name and (managed.connector_name or name) in touched:
-                    names.append(name)
+        async for obj in each_object(self._kube.custom_object_pages("connectors", namespace)):
+            try:
+                managed = ConnectorSpec.model_validate(obj.get("spec") or {})
+            except ValidationError:
+                continue
+            name = obj["metadata"]["name"]
+            if managed.cluster_ref.name == spec.cluster_ref.name and (managed.connector_name or name) in touched:
+                names.append(name)
         return names
 
     async def _wait_for_reference(

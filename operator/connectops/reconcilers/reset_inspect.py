@@ -29,7 +29,7 @@ from connectops.planning.offset_reset import (
     untouched,
 )
 from connectops.reconcilers import reset_mm2
-from connectops.reconcilers.common import both, each, unwrap
+from connectops.reconcilers.common import both, each, each_object, unwrap
 from connectops.reconcilers.reset_backup import BackupStore
 from connectops.reconcilers.reset_run import Run
 
@@ -163,15 +163,14 @@ class Inspector:
     async def _managed_specs(self, run: Run) -> dict[str, tuple[str, ConnectorSpec]]:
         """Connector objects of this namespace on the reset's ConnectCluster, by connector name."""
         out: dict[str, tuple[str, ConnectorSpec]] = {}
-        async for page in self._kube.custom_object_pages("connectors", run.namespace):
-            for obj in page:
-                try:
-                    spec = ConnectorSpec.model_validate(obj.get("spec") or {})
-                except ValidationError:
-                    continue
-                name = str(obj["metadata"]["name"])
-                if spec.cluster_ref.name == run.cluster.name:
-                    out[spec.connector_name or name] = (name, spec)
+        async for obj in each_object(self._kube.custom_object_pages("connectors", run.namespace)):
+            try:
+                spec = ConnectorSpec.model_validate(obj.get("spec") or {})
+            except ValidationError:
+                continue
+            name = str(obj["metadata"]["name"])
+            if spec.cluster_ref.name == run.cluster.name:
+                out[spec.connector_name or name] = (name, spec)
         return out
 
     async def _current_offsets(self, run: Run, connector: str) -> list[dict[str, Any]]:

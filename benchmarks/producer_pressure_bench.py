@@ -7,7 +7,7 @@ flight, the outstanding-record queue grew to about 60,000 and offset commits fai
 not drain within ``offset.flush.timeout.ms``); with ``batch.size=327680``, about 500 records per
 request, a queue peak of 2,000-3,000, no commit errors, commit max time about 60 ms.
 
-Here (tests/env/pressure.py): Tansu behind a proxy that adds ``--latency-ms`` to every Kafka
+Here (tests/env/pressure.py): KafkaBroker behind a proxy that adds ``--latency-ms`` to every Kafka
 request, one Connect 4.3 worker with Kafka 4.3's producer defaults, a FloodSource offering
 ``--rate`` records/s of ``--record-bytes`` each to a one-partition topic. The defaults are shaped
 after the incident: 600-byte records fill a 16384-byte batch with about 25 of them and a

@@ -91,7 +91,7 @@ from connectops.adapters.kafka import (  # noqa: E402
     java_partition,
 )
 from harness import log, summary, table, write_result  # noqa: E402
-from tests.env.servers import Tansu  # noqa: E402
+from tests.env.servers import KafkaBroker  # noqa: E402
 
 NAME = "tombstone_scan"
 DEFAULT_OUTPUT = ROOT / "benchmarks" / "results" / f"{NAME}.json"
@@ -482,8 +482,8 @@ def median_of(runs: list[Run], records: int) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def broker(workdir: Path) -> Iterator[Tansu]:
-    tansu = Tansu(workdir).start()
+def broker(workdir: Path) -> Iterator[KafkaBroker]:
+    tansu = KafkaBroker(workdir).start()
     try:
         yield tansu
     finally:

@@ -31,13 +31,13 @@ from tests.env.servers import (  # noqa: E402
     KubeAPI,
     MissingTestEnvError,
     ServerStartError,
-    Tansu,
+    KafkaBroker,
 )
 
 SERVER_FIXTURES = frozenset({"kube", "kube_client", "kafka", "connect", "connect_factory"})
 
 # Servers this session started, for the startup-time summary at the end of the run.
-_started: list[KubeAPI | Tansu | ConnectWorker] = []
+_started: list[KubeAPI | KafkaBroker | ConnectWorker] = []
 
 _T = TypeVar("_T")
 
@@ -124,7 +124,7 @@ def testenv_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def kube(testenv_root: Path) -> Iterator[KubeAPI]:
-    """etcd + kube-apiserver 1.20; KUBECONFIG points at its admin kubeconfig for the session."""
+    """etcd + kube-apiserver; KUBECONFIG points at its admin kubeconfig for the session."""
     api = _start_or_fail(KubeAPI(testenv_root).start)
     _started.append(api)
     previous = os.environ.get("KUBECONFIG")
@@ -155,9 +155,9 @@ def kube_client(kube: KubeAPI) -> Iterator[kubernetes.client.ApiClient]:
 
 
 @pytest.fixture(scope="session")
-def kafka(testenv_root: Path) -> Iterator[Tansu]:
-    """A Tansu broker (Kafka protocol, in-memory storage)."""
-    broker = _start_or_fail(Tansu(testenv_root).start)
+def kafka(testenv_root: Path) -> Iterator[KafkaBroker]:
+    """An Apache Kafka broker (KRaft, one node, from Maven Central's jars)."""
+    broker = _start_or_fail(KafkaBroker(testenv_root).start)
     _started.append(broker)
     try:
         yield broker
@@ -166,7 +166,7 @@ def kafka(testenv_root: Path) -> Iterator[Tansu]:
 
 
 @pytest.fixture(scope="session")
-def connect_factory(testenv_root: Path, kafka: Tansu) -> Iterator[ConnectFactory]:
+def connect_factory(testenv_root: Path, kafka: KafkaBroker) -> Iterator[ConnectFactory]:
     """Start extra, independent Connect worker groups on the session broker; all stop at the end."""
     workers: list[ConnectWorker] = []
 

@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-def
 from connectops.adapters.kafka import KafkaOffsets, TopicMissing
 from connectops.reconcilers.reset_run import KafkaApi
 from tests.doubles.kafka import FakeKafka
-from tests.env.servers import Tansu
+from tests.env.servers import KafkaBroker
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -27,7 +27,7 @@ pytestmark = pytest.mark.timeout(120)
 class Backend:
     api: KafkaApi
     fake: FakeKafka | None
-    broker: Tansu | None = None
+    broker: KafkaBroker | None = None
 
     def create_topic(self, topic: str, partitions: int) -> None:
         if self.fake is not None:
@@ -56,7 +56,7 @@ def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
         fake = FakeKafka()
         yield Backend(fake, fake)
         return
-    broker: Tansu = request.getfixturevalue("kafka")
+    broker: KafkaBroker = request.getfixturevalue("kafka")
     with KafkaOffsets(broker.bootstrap, timeout_s=15) as offsets:
         yield Backend(offsets, None, broker)
 

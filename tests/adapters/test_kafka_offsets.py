@@ -36,7 +36,7 @@ from connectops.adapters.kafka import (
     offset_syncs_topic_name,
     parse_offset_key,
 )
-from tests.env.servers import FILESTREAM_SOURCE, ConnectFactory, ConnectWorker, Tansu
+from tests.env.servers import FILESTREAM_SOURCE, ConnectFactory, ConnectWorker, KafkaBroker
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -124,14 +124,14 @@ class Rest:
         self.call("DELETE", f"/connectors/{name}")
 
 
-def create_topic(kafka: Tansu, topic: str, partitions: int) -> None:
+def create_topic(kafka: KafkaBroker, topic: str, partitions: int) -> None:
     admin = AdminClient(kafka.admin_config())
     for future in admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)]).values():
         future.result(timeout=15)
 
 
 def produce(
-    kafka: Tansu,
+    kafka: KafkaBroker,
     topic: str,
     records: list[tuple[int, bytes | None, bytes | None]],
     *,
@@ -148,7 +148,7 @@ def produce(
     assert producer.flush(10) == 0
 
 
-def read_all(kafka: Tansu, topic: str, expect: int, timeout: float = 30) -> list[tuple[int, int, Any, Any]]:
+def read_all(kafka: KafkaBroker, topic: str, expect: int, timeout: float = 30) -> list[tuple[int, int, Any, Any]]:
     """``(partition, offset, key, value)`` of at least ``expect`` records of ``topic``."""
     admin = AdminClient(kafka.admin_config())
     parts = list(admin.list_topics(topic=topic, timeout=10).topics[topic].partitions)
@@ -177,7 +177,7 @@ def offsets_key(connector: str, partition: dict[str, Any]) -> bytes:
 
 
 @pytest.fixture(scope="module")
-def ko(kafka: Tansu) -> Iterator[KafkaOffsets]:
+def ko(kafka: KafkaBroker) -> Iterator[KafkaOffsets]:
     with KafkaOffsets(kafka.bootstrap, timeout_s=15) as offsets:
         yield offsets
 
@@ -261,7 +261,7 @@ def test_parse_offset_key_shapes() -> None:
         assert parse_offset_key(bad) is None
 
 
-def test_errors_never_carry_client_config_values(kafka: Tansu) -> None:
+def test_errors_never_carry_client_config_values(kafka: KafkaBroker) -> None:
     secret = "hunter2-sasl-password-value"
     bad = KafkaOffsets(kafka.bootstrap, {"sasl.password": secret, "security.protocol": "bogus-proto-x"})
     with pytest.raises(KafkaClientConfigInvalid) as info:
@@ -285,7 +285,7 @@ def test_errors_never_carry_client_config_values(kafka: Tansu) -> None:
 # --------------------------------------------------------------------------------------------------
 
 
-def test_librdkafka_default_partitioner_is_not_the_java_one(kafka: Tansu) -> None:
+def test_librdkafka_default_partitioner_is_not_the_java_one(kafka: KafkaBroker) -> None:
     """Why tombstones go to an explicit partition: without one, librdkafka hashes with CRC32."""
     topic = unique("partitioner")
     create_topic(kafka, topic, 25)
@@ -301,7 +301,7 @@ def test_librdkafka_default_partitioner_is_not_the_java_one(kafka: Tansu) -> Non
     assert delivered == [zlib.crc32(key) % 25]  # consistent_random = CRC32: not where Connect put it
 
 
-def test_scan_finds_latest_record_per_key(kafka: Tansu, ko: KafkaOffsets) -> None:
+def test_scan_finds_latest_record_per_key(kafka: KafkaBroker, ko: KafkaOffsets) -> None:
     topic = unique("offsets-synthetic")
     partitions = 5
     create_topic(kafka, topic, partitions)
@@ -323,7 +323,7 @@ def test_scan_finds_latest_record_per_key(kafka: Tansu, ko: KafkaOffsets) -> Non
         # the same key in a partition the Java partitioner would not pick (a buggy tool's write)
         ((java_partition(a1, partitions) + 1) % partitions, a1, b'{"position":99}'),
     ]
-    # One batch per partition: Tansu then reports an end offset inside the batch (see the
+    # One batch per partition: KafkaBroker then reports an end offset inside the batch (see the
     # xfail test below); the scan must still see every record of it.
     produce(kafka, topic, records, one_batch=True)
 
@@ -349,7 +349,7 @@ def test_scan_finds_latest_record_per_key(kafka: Tansu, ko: KafkaOffsets) -> Non
     assert ko.read_connector_offsets(topic, {"nobody"}) == []
 
 
-def test_tombstones_go_to_the_partition_read_and_are_verified(kafka: Tansu, ko: KafkaOffsets) -> None:
+def test_tombstones_go_to_the_partition_read_and_are_verified(kafka: KafkaBroker, ko: KafkaOffsets) -> None:
     topic = unique("offsets-tomb")
     create_topic(kafka, topic, 25)
     keys = [offsets_key("tomb", {"file": str(i)}) for i in range(6)]
@@ -375,7 +375,7 @@ def test_tombstones_go_to_the_partition_read_and_are_verified(kafka: Tansu, ko: 
         ko.verify_tombstones("another-topic", live)
 
 
-def test_restore_records_writes_back_raw_bytes(kafka: Tansu, ko: KafkaOffsets) -> None:
+def test_restore_records_writes_back_raw_bytes(kafka: KafkaBroker, ko: KafkaOffsets) -> None:
     topic = unique("offsets-restore")
     create_topic(kafka, topic, 25)
     keys = [offsets_key("rest", {"f": str(i)}) for i in range(3)]
@@ -395,7 +395,7 @@ def test_restore_records_writes_back_raw_bytes(kafka: Tansu, ko: KafkaOffsets) -
     assert {r.key: r.value for r in ko.read_connector_offsets(topic, {"rest"})}[backup[0].key] is None
 
 
-def test_scan_of_a_large_topic_is_batched(kafka: Tansu, ko: KafkaOffsets) -> None:
+def test_scan_of_a_large_topic_is_batched(kafka: KafkaBroker, ko: KafkaOffsets) -> None:
     """~200k records: the scan must go at consume(num_messages=...) speed, not per-poll speed."""
     topic = unique("offsets-large")
     create_topic(kafka, topic, 25)
@@ -437,7 +437,7 @@ def test_missing_topic_is_typed(ko: KafkaOffsets) -> None:
 
 
 def test_filestream_source_reset_by_tombstones(
-    kafka: Tansu, ko: KafkaOffsets, worker: ConnectWorker, rest: Rest, tmp_path: Path
+    kafka: KafkaBroker, ko: KafkaOffsets, worker: ConnectWorker, rest: Rest, tmp_path: Path
 ) -> None:
     names = [unique("fs-src") for _ in range(2)]  # each connector costs a rebalance (~3 s on Tansu)
     files: dict[str, Path] = {}
@@ -511,7 +511,7 @@ def test_filestream_source_reset_by_tombstones(
 
 
 def test_filestream_sink_group_delete_and_alter(
-    kafka: Tansu, ko: KafkaOffsets, worker: ConnectWorker, rest: Rest, tmp_path: Path
+    kafka: KafkaBroker, ko: KafkaOffsets, worker: ConnectWorker, rest: Rest, tmp_path: Path
 ) -> None:
     name = unique("fs-sink")
     group = f"connect-{name}"
@@ -549,7 +549,7 @@ def test_filestream_sink_group_delete_and_alter(
     reason=f"{TANSU} reports no members for an active group and deletes it anyway "
     "(Apache Kafka: members listed, DeleteGroups -> NON_EMPTY_GROUP)",
 )
-def test_active_group_is_not_deleted(kafka: Tansu, ko: KafkaOffsets) -> None:
+def test_active_group_is_not_deleted(kafka: KafkaBroker, ko: KafkaOffsets) -> None:
     topic, group = unique("active"), unique("active-group")
     create_topic(kafka, topic, 1)
     produce(kafka, topic, [(0, None, b"x")])
@@ -576,7 +576,7 @@ def test_active_group_is_not_deleted(kafka: Tansu, ko: KafkaOffsets) -> None:
 # --------------------------------------------------------------------------------------------------
 
 
-def test_list_offsets_earliest_latest_and_topics(kafka: Tansu, ko: KafkaOffsets) -> None:
+def test_list_offsets_earliest_latest_and_topics(kafka: KafkaBroker, ko: KafkaOffsets) -> None:
     prefix = unique("lo")
     topic = f"{prefix}-a"
     create_topic(kafka, topic, 2)
@@ -594,7 +594,7 @@ def test_list_offsets_earliest_latest_and_topics(kafka: Tansu, ko: KafkaOffsets)
 
 
 @pytest.mark.xfail(strict=True, reason=f"{TANSU} ignores the timestamp of a ListOffsets query: always offset 0")
-def test_list_offsets_by_timestamp(kafka: Tansu, ko: KafkaOffsets) -> None:
+def test_list_offsets_by_timestamp(kafka: KafkaBroker, ko: KafkaOffsets) -> None:
     topic = unique("lo-ts")
     create_topic(kafka, topic, 1)
     base = 1_700_000_000_000
@@ -614,7 +614,7 @@ def test_list_offsets_by_timestamp(kafka: Tansu, ko: KafkaOffsets) -> None:
     reason=f"{TANSU}: after a multi-record batch the end offset is the batch's base offset + 1, "
     "not its last offset + 1 (reads must not trust it: the scan drains what was fetched)",
 )
-def test_latest_offset_after_a_batched_produce(kafka: Tansu, ko: KafkaOffsets) -> None:
+def test_latest_offset_after_a_batched_produce(kafka: KafkaBroker, ko: KafkaOffsets) -> None:
     topic = unique("lo-batch")
     create_topic(kafka, topic, 1)
     produce(kafka, topic, [(0, None, b"%d" % i) for i in range(5)], one_batch=True)
@@ -630,7 +630,7 @@ def test_latest_offset_after_a_batched_produce(kafka: Tansu, ko: KafkaOffsets) -
     "the waiting fetch). Connect's reads of its own topics wait out that schedule: "
     "benchmarks/reset_bench.py runs its worker with a short fetch.max.wait.ms",
 )
-def test_a_waiting_fetch_is_answered_when_a_record_arrives(kafka: Tansu) -> None:
+def test_a_waiting_fetch_is_answered_when_a_record_arrives(kafka: KafkaBroker) -> None:
     topic = unique("fetch-wait")
     create_topic(kafka, topic, 1)
     producer = Producer({"bootstrap.servers": kafka.bootstrap, "linger.ms": 0})
@@ -660,7 +660,7 @@ def test_a_waiting_fetch_is_answered_when_a_record_arrives(kafka: Tansu) -> None
 # --------------------------------------------------------------------------------------------------
 
 
-def test_delete_offset_syncs_topic(kafka: Tansu, ko: KafkaOffsets) -> None:
+def test_delete_offset_syncs_topic(kafka: KafkaBroker, ko: KafkaOffsets) -> None:
     topic = offset_syncs_topic_name(unique("src"), unique("tgt"))
     create_topic(kafka, topic, 1)
     produce(kafka, topic, [(0, b"k", b"v")])
@@ -676,7 +676,7 @@ def test_delete_offset_syncs_topic(kafka: Tansu, ko: KafkaOffsets) -> None:
     reason=f"{TANSU} advertises DeleteRecords v0-2 but its storage panics 'not yet implemented' and "
     "drops the connection",
 )
-def test_truncate_offset_syncs_topic(kafka: Tansu, ko: KafkaOffsets) -> None:
+def test_truncate_offset_syncs_topic(kafka: KafkaBroker, ko: KafkaOffsets) -> None:
     topic = offset_syncs_topic_name(unique("src"), unique("tgt"), "target", separator="_")
     create_topic(kafka, topic, 1)
     produce(kafka, topic, [(0, b"k", b"%d" % i) for i in range(3)])
@@ -687,7 +687,7 @@ def test_truncate_offset_syncs_topic(kafka: Tansu, ko: KafkaOffsets) -> None:
     assert ko.truncate_topic(unique("no-such-topic")) == {}
 
 
-def test_truncate_failure_on_tansu_is_typed_and_recoverable(kafka: Tansu, ko: KafkaOffsets) -> None:
+def test_truncate_failure_on_tansu_is_typed_and_recoverable(kafka: KafkaBroker, ko: KafkaOffsets) -> None:
     """What the xfail above hits, pinned down: a retryable typed error, and the adapter's next
     admin call works (the admin client is replaced after a transport failure)."""
     topic = unique("trunc-tansu")

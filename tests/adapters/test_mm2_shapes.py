@@ -20,7 +20,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from connectops.adapters.kafka import KafkaOffsets, java_partition
 from tests.env.plugins import MM2_CHECKPOINT, MM2_HEARTBEAT, MM2_SOURCE, mm2_shapes_jar
-from tests.env.servers import ConnectFactory, ConnectWorker, Tansu
+from tests.env.servers import ConnectFactory, ConnectWorker, KafkaBroker
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -89,7 +89,7 @@ class Rest:
         return self.call("PATCH", f"/connectors/{name}/offsets", json={"offsets": offsets})
 
 
-def count_records(kafka: Tansu, topic: str, partitions: int, expect: int, timeout: float = 30) -> list[Any]:
+def count_records(kafka: KafkaBroker, topic: str, partitions: int, expect: int, timeout: float = 30) -> list[Any]:
     consumer = Consumer(kafka.consumer_config(f"count-{uuid.uuid4().hex[:6]}", **{"enable.auto.commit": False}))
     out: list[Any] = []
     try:
@@ -122,7 +122,7 @@ def test_plugins_are_discovered(rest: Rest) -> None:
     assert {MM2_SOURCE, MM2_CHECKPOINT, MM2_HEARTBEAT} <= classes
 
 
-def test_mm2_offset_shapes_alter_rules_and_reset(kafka: Tansu, worker: ConnectWorker, rest: Rest) -> None:
+def test_mm2_offset_shapes_alter_rules_and_reset(kafka: KafkaBroker, worker: ConnectWorker, rest: Rest) -> None:
     run = uuid.uuid4().hex[:6]
     alias, upstream = f"east{run}", f"orders{run}"
     remote = f"{alias}.{upstream}"

@@ -23,8 +23,8 @@ from connectops.adapters.kafka import KafkaOffsets
 from tests.e2e.conftest import ConnectREST, K8s, connect_cluster_spec, topic_record_count, wait_for
 from tests.e2e.test_offset_reset_e2e import backup_doc, reset
 from tests.env.plugins import MM2_CHECKPOINT, MM2_HEARTBEAT, MM2_SOURCE, mm2_shapes_jar
-from tests.env.records import single_record_producer
-from tests.env.servers import ConnectWorker, Tansu
+from tests.env.records import batching_producer
+from tests.env.servers import ConnectWorker, KafkaBroker
 
 BYTES = "org.apache.kafka.connect.converters.ByteArrayConverter"
 
@@ -37,7 +37,7 @@ def mm2_worker(connect_factory: Any) -> Iterator[ConnectWorker]:
 
 
 @pytest.fixture
-def mm2(k8s: K8s, mm2_worker: ConnectWorker, kafka: Tansu) -> Iterator[dict[str, Any]]:
+def mm2(k8s: K8s, mm2_worker: ConnectWorker, kafka: KafkaBroker) -> Iterator[dict[str, Any]]:
     """An MM2-shaped deployment (source 'east' -> target 'west') created directly over REST, as
     MirrorMaker 2 deployed by other tooling would be; replication of 5 records done."""
     run = uuid.uuid4().hex[:6]
@@ -49,7 +49,7 @@ def mm2(k8s: K8s, mm2_worker: ConnectWorker, kafka: Tansu) -> Iterator[dict[str,
         [NewTopic(upstream, 2, 1), NewTopic(remote, 2, 1), NewTopic(syncs, 1, 1)]
     ).values():
         future.result(timeout=15)
-    producer = single_record_producer(kafka.bootstrap)
+    producer = batching_producer(kafka.bootstrap)
     for i, partition in enumerate([0, 0, 0, 1, 1]):
         producer.produce(upstream, key=b"k%d" % i, value=b"v%d" % i, partition=partition)
         producer.flush(10)
@@ -107,7 +107,7 @@ def mm2(k8s: K8s, mm2_worker: ConnectWorker, kafka: Tansu) -> Iterator[dict[str,
             rest.http.delete(rest.path(name), timeout=60)
 
 
-def mm2_block(mm2: dict[str, Any], kafka: Tansu, **extra: Any) -> dict[str, Any]:
+def mm2_block(mm2: dict[str, Any], kafka: KafkaBroker, **extra: Any) -> dict[str, Any]:
     return {
         "sourceConnector": mm2["names"]["source"],
         "checkpointConnector": mm2["names"]["checkpoint"],
@@ -121,7 +121,7 @@ def mm2_block(mm2: dict[str, Any], kafka: Tansu, **extra: Any) -> dict[str, Any]
 
 @pytest.mark.parametrize("strategy", ["rest", "tombstone"])
 def test_mm2_full_reset_deletes_offset_syncs_and_rereplicates(
-    k8s: K8s, mm2: dict[str, Any], kafka: Tansu, strategy: str
+    k8s: K8s, mm2: dict[str, Any], kafka: KafkaBroker, strategy: str
 ) -> None:
     rest: ConnectREST = mm2["rest"]
     before = {n: rest.http.get(rest.path(n) + "/offsets").json()["offsets"] for n in mm2["names"].values()}
@@ -158,7 +158,7 @@ def test_mm2_full_reset_deletes_offset_syncs_and_rereplicates(
 
 
 @pytest.mark.parametrize("strategy", ["rest", "tombstone"])
-def test_mm2_alter_source_and_checkpoint_rules(k8s: K8s, mm2: dict[str, Any], kafka: Tansu, strategy: str) -> None:
+def test_mm2_alter_source_and_checkpoint_rules(k8s: K8s, mm2: dict[str, Any], kafka: KafkaBroker, strategy: str) -> None:
     rest: ConnectREST = mm2["rest"]
     alias, upstream = mm2["alias"], mm2["upstream"]
     names = mm2["names"]
@@ -224,7 +224,7 @@ def test_mm2_alter_source_and_checkpoint_rules(k8s: K8s, mm2: dict[str, Any], ka
     wait_for(lambda: topic_record_count(kafka.bootstrap, mm2["remote"]) == 7, 90, "partition 0 rewound")
 
 
-def test_mm2_default_keeps_other_flows_offset_syncs(k8s: K8s, mm2: dict[str, Any], kafka: Tansu) -> None:
+def test_mm2_default_keeps_other_flows_offset_syncs(k8s: K8s, mm2: dict[str, Any], kafka: KafkaBroker) -> None:
     """The offset-syncs topic is shared by every flow between two clusters: by default a reset
     that does not cover all of them is refused before anything changes, and says which."""
     rest: ConnectREST = mm2["rest"]
@@ -284,7 +284,7 @@ def test_mm2_default_keeps_other_flows_offset_syncs(k8s: K8s, mm2: dict[str, Any
 
 
 def test_mm2_refused_second_call_keeps_connectors_stopped_and_restore_brings_offsets_back(
-    k8s: K8s, mm2: dict[str, Any], kafka: Tansu
+    k8s: K8s, mm2: dict[str, Any], kafka: KafkaBroker
 ) -> None:
     """Resetting several connectors takes one call each: when Connect refuses the second after
     the first changed offsets, nothing is resumed on half-applied offsets; the restore manifest
@@ -366,7 +366,7 @@ def test_mm2_refused_second_call_keeps_connectors_stopped_and_restore_brings_off
     assert topic_record_count(kafka.bootstrap, mm2["remote"]) == replicated  # no re-replication
 
 
-def _offsets_records(kafka: Tansu, worker: ConnectWorker, names: Any) -> dict[str, Any]:
+def _offsets_records(kafka: KafkaBroker, worker: ConnectWorker, names: Any) -> dict[str, Any]:
     """Each connector's offsets as the offsets topic holds them: latest value per partition map."""
     latest: dict[str, Any] = {}
     for record in KafkaOffsets(kafka.bootstrap).read_connector_offsets(worker.offset_topic, set(names)):

@@ -25,7 +25,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.e2e.conftest import ConnectREST, K8s, connect_cluster_spec, wait_for
 from tests.e2e.test_offset_reset_e2e import reset
-from tests.env.records import assert_end_offsets_true, single_record_producer
+from tests.env.records import assert_end_offsets_true, batching_producer
 from tests.env.servers import ConnectWorker
 
 SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"
@@ -38,7 +38,7 @@ class Log:
     def __init__(self, bootstrap: str) -> None:
         self.bootstrap = bootstrap
         self.records: dict[TP, list[str]] = defaultdict(list)
-        self.producer = single_record_producer(bootstrap)
+        self.producer = batching_producer(bootstrap)
 
     def produce(self, topic: str, counts: dict[int, int], tag: str, timestamps: Iterable[int] = ()) -> None:
         stamps = list(timestamps)

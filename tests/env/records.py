@@ -45,7 +45,7 @@ def _read_topic(bootstrap: str, topic: str, idle: float, *, one_partition: bool 
 def topic_record_count(bootstrap: str, topic: str, idle: float = 2.0) -> int:
     """Records in ``topic``, counted by reading it from the start until it stays quiet.
 
-    Not from watermarks: Tansu reports a partition's end offset as the last *batch*'s base offset
+    Not from watermarks: KafkaBroker reports a partition's end offset as the last *batch*'s base offset
     + 1 (a 3-record batch moves it by one), where Apache Kafka reports the next record's offset.
     """
     return len(_read_topic(bootstrap, topic, idle))
@@ -57,22 +57,12 @@ def topic_values(bootstrap: str, topic: str, idle: float = 2.0) -> list[str]:
     return [(m.value() or b"").decode() for m in _read_topic(bootstrap, topic, idle, one_partition=True)]
 
 
-# Why one record per batch: the test broker (Tansu 0.6, memory storage) moves a partition's high
-# watermark and ListOffsets "latest" by one per produced *batch*, not per record (a 50-record
-# batch reads as end offset 1). Apache Kafka reports the next record's offset. Any test that
-# trusts an end offset (toLatest, lag) must therefore produce one record per batch, and say so
-# with assert_end_offsets_true before relying on one. The Connect workers of the test
-# environment do the same for their connectors' producers (producer.batch.size=1 in
-# tests/env/servers.py); tests that need batching (producer overrides) override it per connector
-# and never read end offsets.
-SINGLE_RECORD_BATCHES = {"linger.ms": 0, "batch.num.messages": 1}
-
-
-def single_record_producer(bootstrap: str) -> Any:
-    """A confluent-kafka Producer that sends every record in a batch of its own (see above)."""
+def batching_producer(bootstrap: str) -> Any:
+    """A confluent-kafka Producer that batches as producers in production do (records lingered
+    for 20 ms share a batch), so end offsets are tested after multi-record batches."""
     from confluent_kafka import Producer
 
-    return Producer({"bootstrap.servers": bootstrap, **SINGLE_RECORD_BATCHES})
+    return Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
 
 
 def partition_record_counts(bootstrap: str, topic: str, idle: float = 1.5) -> dict[int, int]:
@@ -113,12 +103,12 @@ def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
 def assert_end_offsets_true(bootstrap: str, topic: str) -> dict[int, int]:
     """Fail unless the broker's end offset of every partition equals the records it holds.
 
-    Call before a test trusts an end offset: on the test broker a multi-record batch makes them
-    differ (see SINGLE_RECORD_BATCHES), and a test could then pass whatever the code does."""
+    Called before a test trusts an end offset (toLatest, lag): the figure it checks then comes
+    from records counted, not from the same broker answer the code under test reads."""
     counted = partition_record_counts(bootstrap, topic)
     reported = end_offsets(bootstrap, topic)
     assert reported == counted, (
         f"end offsets of {topic} are not true: the broker says {reported}, the partitions hold {counted} "
-        "record(s) (Tansu counts batches, not records: produce one record per batch)"
+        "record(s)"
     )
     return reported

@@ -1,4 +1,4 @@
-"""Start and stop the real test servers on loopback: etcd + kube-apiserver, Tansu, Kafka Connect.
+"""Start and stop the real test servers on loopback: etcd + kube-apiserver, Apache Kafka, Kafka Connect.
 
 Used by ``tests/conftest.py`` (session fixtures) and, for demos, as a CLI::
 
@@ -79,20 +79,27 @@ def kube_apiserver_binary() -> Path:
     return _require_executable(cache_dir() / "kube-apiserver", "kube-apiserver")
 
 
-def tansu_binary() -> Path:
-    return _require_executable(cache_dir() / "tansu", "tansu")
+#: The one Apache Kafka version of the test environment: broker, Connect and MirrorMaker 2.
+#: Kept equal to ``kafka.version`` in tests/env/kafka/pom.xml (a test checks it).
+KAFKA_VERSION: Final = "4.3.1"
 
 
 def java_binary() -> Path:
     return _require_executable(_which("java"), "java (Debian package default-jdk-headless)")
 
 
-def connect_jar_dir() -> Path:
-    jars = cache_dir() / "connect"
-    # provision.sh touches .complete last, so a half-finished download is never mistaken for a cache.
+def kafka_lib_dir() -> Path:
+    """Apache Kafka's jars (broker, Connect, MirrorMaker 2), as Maven resolved them."""
+    jars = cache_dir() / f"kafka-{KAFKA_VERSION}" / "libs"
+    # provision.sh writes .complete last, so a half-finished resolution is never mistaken for a cache.
     if not (jars / ".complete").is_file():
-        raise MissingTestEnvError(f"Kafka Connect jars not found in {jars}; {PROVISION_HINT}")
+        raise MissingTestEnvError(f"Apache Kafka {KAFKA_VERSION} jars not found in {jars}; {PROVISION_HINT}")
     return jars
+
+
+def connect_jar_dir() -> Path:
+    """The Connect worker's classpath: Kafka's own libs, as ``bin/connect-distributed.sh`` uses."""
+    return kafka_lib_dir()
 
 
 _handed_out_ports: set[int] = set()
@@ -495,81 +502,186 @@ class KubeAPI(_Server):
 
 
 # --------------------------------------------------------------------------------------------------
-# Tansu (Kafka-protocol broker)
+# Apache Kafka broker (KRaft, combined broker + controller)
 # --------------------------------------------------------------------------------------------------
 
+# Written to the process's stdout, which ManagedProcess sends to the server's log file; INFO, as
+# Kafka's own config/log4j2.yaml, with the request and state-change noise left out.
+_BROKER_LOG4J2_PROPERTIES: Final = """\
+status = warn
+appender.out.type = Console
+appender.out.name = OUT
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.out.ref = OUT
+logger.request.name = kafka.request.logger
+logger.request.level = WARN
+logger.state.name = state.change.logger
+logger.state.level = WARN
+"""
 
-class Tansu(_Server):
-    """A Tansu broker with in-memory storage: speaks the Kafka protocol, is not Apache Kafka.
+#: The broker's heap. Kafka's scripts default to 1 GiB; a test broker holds a few thousand
+#: partitions at most, and several run at once (one per pytest-xdist worker, two for
+#: MirrorMaker 2), beside a kube-apiserver and Connect workers on 24 GiB: 512 MiB, measured
+#: ~280 MiB RSS when idle.
+BROKER_HEAP: Final = "512m"
+#: C1 only, as for the Connect worker: the broker answers metadata ~3.5 s after exec instead of ~6.
+BROKER_JVM_OPTIONS: Final = ("-XX:TieredStopAtLevel=1", "-XX:+UseG1GC")
 
-    Known differences that matter to tests: auto-created topics get 4 partitions, and a consumer
-    group join is answered only once half the session timeout has passed (pinned by
-    tests/test_env_smoke.py::test_a_lone_member_joins_at_once). Test consumers use
-    ``session.timeout.ms=6000`` (see ``consumer_config``); the Connect workers a shorter one.
+
+def kraft_cluster_id() -> str:
+    """A KRaft cluster id as ``kafka-storage random-uuid`` makes it: 16 random bytes, URL-safe
+    base64 without padding (Kafka's Uuid.toString)."""
+    while True:
+        raw = os.urandom(16)
+        # Kafka's Uuid.randomUuid redraws ids whose text starts with '-' (not a valid CLI argument).
+        text = base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+        if not text.startswith("-"):
+            return text
+
+
+class KafkaBroker(_Server):
+    """One Apache Kafka broker in KRaft mode (``process.roles=broker,controller``) on loopback.
+
+    The jars are Apache Kafka's own, from Maven Central (``tests/env/kafka/pom.xml``, resolved by
+    provision.sh); the storage is formatted by Kafka's StorageTool with a static one-voter quorum.
+    Broker settings are Kafka's defaults except what a single node needs (replication factor 1
+    for the internal topics) and ``group.initial.rebalance.delay.ms=0``, the value Kafka's own
+    ``config/server.properties`` ships for development. Data lives on disk under ``workdir``, so
+    ``stop()`` + ``start()`` is a broker restart that keeps every topic and committed offset.
+    Several brokers (independent clusters) can run at once: each has its own ports and cluster id.
     """
 
     def __init__(
-        self, root: Path, *, name: str = "tansu", timeout: float = 30.0, advertised_port: int | None = None
+        self,
+        root: Path,
+        *,
+        name: str = "kafka",
+        timeout: float = 60.0,
+        advertised_port: int | None = None,
+        extra_properties: Mapping[str, str] | None = None,
+        heap: str = BROKER_HEAP,
     ) -> None:
         self.workdir = _unique_workdir(root, name)
+        self.name = name
         self.timeout = timeout
         self.port = free_port()
+        self.controller_port = free_port()
         # Metadata tells clients to connect here after bootstrap (e.g. a proxy in front of the broker).
         self.advertised_port = advertised_port or self.port
         self.bootstrap = f"127.0.0.1:{self.port}"
+        self.cluster_id = kraft_cluster_id()
+        self.extra_properties = dict(extra_properties or {})
+        self.heap = heap
+        self.properties_path = self.workdir / "server.properties"
         self.startup_seconds: dict[str, float] = {}
+        self._formatted = False
         self._proc: ManagedProcess | None = None
 
     @property
     def log_path(self) -> Path:
-        return self.workdir / "tansu.log"
+        return self.workdir / "kafka.log"
 
     @property
     def processes(self) -> list[ManagedProcess]:
         return [self._proc] if self._proc is not None else []
 
-    def start(self) -> Self:
-        binary = tansu_binary()
-        listener = f"tcp://{self.bootstrap}"
-        self._proc = ManagedProcess(
-            "tansu",
-            [
-                str(binary),
-                "broker",
-                f"--listener-url={listener}",
-                f"--advertised-listener-url=tcp://127.0.0.1:{self.advertised_port}",
-                "--storage-engine=memory://tansu/",
-            ],
-            cwd=self.workdir,
-            log_path=self.log_path,
+    @property
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.alive
+
+    def server_properties(self) -> dict[str, str]:
+        props = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
+            "listeners": f"PLAINTEXT://{self.bootstrap},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.advertised_port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "log.dirs": str(self.workdir / "data"),
+            "offsets.topic.replication.factor": "1",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
+            "group.initial.rebalance.delay.ms": "0",
+        }
+        props.update(self.extra_properties)
+        return props
+
+    def _java(self, main: str, *args: str) -> list[str]:
+        log4j = self.workdir / "log4j2.properties"
+        return [
+            str(java_binary()),
+            f"-Xmx{self.heap}",
+            *BROKER_JVM_OPTIONS,
+            f"-Dlog4j2.configurationFile={log4j}",
+            "-cp",
+            f"{kafka_lib_dir()}/*",
+            main,
+            *args,
+        ]
+
+    def _format(self) -> None:
+        (self.workdir / "log4j2.properties").write_text(_BROKER_LOG4J2_PROPERTIES)
+        self.properties_path.write_text("".join(f"{k}={v}\n" for k, v in self.server_properties().items()))
+        argv = self._java(
+            "kafka.tools.StorageTool", "format", "-t", self.cluster_id, "-c", str(self.properties_path)
         )
+        done = subprocess.run(argv, cwd=self.workdir, capture_output=True, timeout=self.timeout, check=False)
+        if done.returncode != 0:
+            raise ServerStartError(
+                f"kafka-storage format failed ({done.returncode}): {done.stdout.decode(errors='replace')[-2000:]}"
+                f"{done.stderr.decode(errors='replace')[-2000:]}"
+            )
+        self._formatted = True
+
+    def start(self) -> Self:
+        if self.alive:
+            raise RuntimeError(f"Kafka broker {self.name} is already running")
         t0 = time.monotonic()
-        self._proc.start()
         try:
-            wait_until(lambda: port_open(self.port), timeout=self.timeout, what="tansu port", proc=self._proc)
+            if not self._formatted:
+                self._format()
+                self.startup_seconds["format"] = time.monotonic() - t0
+            self._proc = ManagedProcess(
+                f"kafka[{self.name}]",
+                self._java("kafka.Kafka", str(self.properties_path)),
+                cwd=self.workdir,
+                log_path=self.log_path,
+            )
+            self._proc.start()
+            wait_until(lambda: port_open(self.port), timeout=self.timeout, what="kafka port", proc=self._proc)
             self.startup_seconds["port"] = time.monotonic() - t0
-            wait_until(self._metadata_ok, timeout=self.timeout, what="tansu metadata", proc=self._proc)
-            self.startup_seconds["tansu"] = time.monotonic() - t0
+            wait_until(self._metadata_ok, timeout=self.timeout, what="kafka metadata", proc=self._proc)
+            self.startup_seconds["kafka"] = time.monotonic() - t0
         except BaseException:
             self.stop()
             raise
         return self
 
-    def stop(self) -> None:
+    def stop(self, grace: float = 20.0) -> None:
+        """Controlled shutdown (SIGTERM): the broker closes its logs cleanly."""
         if self._proc is not None:
-            self._proc.stop()
+            self._proc.stop(grace=grace)
+
+    def kill(self) -> None:
+        """SIGKILL: an abrupt broker outage; ``start()`` recovers its logs on the same ports."""
+        if self._proc is not None:
+            self._proc.kill()
 
     def admin_config(self) -> dict[str, Any]:
         return {"bootstrap.servers": self.bootstrap}
 
     def consumer_config(self, group_id: str, **overrides: Any) -> dict[str, Any]:
-        """Consumer settings that work well against Tansu (see the class docstring)."""
+        """A test consumer's settings: Kafka's defaults, reading from the start of a new group."""
         return {
             "bootstrap.servers": self.bootstrap,
             "group.id": group_id,
             "auto.offset.reset": "earliest",
-            "session.timeout.ms": 6000,
-            "heartbeat.interval.ms": 2000,
             **overrides,
         }
 
@@ -611,9 +723,10 @@ class ConnectWorker(_Server):
     ``group_id`` and the three storage topics are derived from ``name`` unless given, so several
     independent worker groups can share one broker. The worker keeps its port, group and topics
     across ``kill()``/``stop()`` + ``start()``, like a restarted pod: it rejoins and re-reads its
-    connectors from the config topic. Ready some seconds after a cold start or a ``stop()``, a
-    little longer after a ``kill()``: the broker holds the group join until the killed member's
-    session (``session.timeout.ms=2000``) has expired.
+    connectors from the config topic. Group settings are Connect's defaults: ready some seconds
+    after a cold start or a ``stop()`` (the worker leaves its group), up to a session
+    (``session.timeout.ms``, 10 s) longer after a ``kill()``, while the broker still counts the
+    killed member in the group.
     """
 
     def __init__(
@@ -635,8 +748,8 @@ class ConnectWorker(_Server):
     ) -> None:
         self.workdir = _unique_workdir(root, name)
         # Standalone mode: the same REST API and runtime without a worker group, so creating a
-        # connector costs no group rebalance (on Tansu each join waits half the session timeout).
-        # For benchmarks that need a thousand connectors; offsets live in a local file.
+        # connector costs no group rebalance. For benchmarks that compare with it; offsets live
+        # in a local file.
         self.standalone = standalone
         self.name = name
         self.bootstrap = bootstrap
@@ -689,38 +802,13 @@ class ConnectWorker(_Server):
             "rest.advertised.port": str(self.port),
             # Scanning only the classpath/plugin.path avoids needing ServiceLoader manifests.
             "plugin.discovery": "only_scan",
-            # Short group timeouts. Tansu 0.6 answers a JoinGroup only once half the session
-            # timeout has passed (it re-checks each second: 6000 ms -> 3 s per join, 2000 -> 1 s),
-            # and every connector created, deleted or given new task configs costs the worker
-            # group two or three joins, every sink task start one for its consumer group
-            # (measured: three creations one after another 7.3 s with 6000, 3.3 s with 2000).
-            # Apache Kafka answers once every known member has rejoined. A killed worker also
-            # leaves the group sooner for the outage tests. Heartbeats every 500 ms: four chances
-            # before a loaded machine's stall could expire the session.
-            "session.timeout.ms": "2000",
-            "heartbeat.interval.ms": "500",
-            "consumer.session.timeout.ms": "2000",
-            "consumer.heartbeat.interval.ms": "500",
-            # The default (5 min) delays reassigning a vanished worker's connectors; one-worker
-            # test groups gain nothing from waiting for it to come back.
-            "scheduled.rebalance.max.delay.ms": "1000",
             "connector.client.config.override.policy": self.override_policy,
-            # One record per produce batch: the test broker reports end offsets per batch, not per
-            # record, so end offsets are true only this way (tests/env/records.py says more).
-            # Connectors that need batching set producer.override.batch.size themselves.
-            "producer.batch.size": "1",
-            "producer.linger.ms": "0",
         }
         if self.plugin_path:
             props["plugin.path"] = ",".join(str(p) for p in self.plugin_path)
         if self.standalone:
             for key in list(props):
-                if key.startswith(("config.storage.", "status.storage.", "offset.storage.")) or key in (
-                    "group.id",
-                    "session.timeout.ms",
-                    "heartbeat.interval.ms",
-                    "scheduled.rebalance.max.delay.ms",
-                ):
+                if key.startswith(("config.storage.", "status.storage.", "offset.storage.")) or key == "group.id":
                     del props[key]
             props["offset.storage.file.filename"] = str(self.workdir / "offsets.dat")
         props.update(self.extra_properties)
@@ -811,7 +899,8 @@ class ConnectFactory(Protocol):
 
 
 class TestEnv(_Server):
-    """kube-apiserver, Tansu and one Connect worker; kube starts concurrently with Kafka+Connect."""
+    """kube-apiserver, an Apache Kafka broker and one Connect worker; kube starts concurrently with
+    Kafka+Connect."""
 
     __test__ = False  # not a pytest test class despite the name
 
@@ -827,7 +916,7 @@ class TestEnv(_Server):
         self.root = root
         self.root.mkdir(parents=True, exist_ok=True)
         self.kube = KubeAPI(root)
-        self.kafka = Tansu(root)
+        self.kafka = KafkaBroker(root)
         self.connect = ConnectWorker(
             root,
             self.kafka.bootstrap,

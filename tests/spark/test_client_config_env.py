@@ -63,7 +63,7 @@ def sink(kafka: Any) -> Iterator[tuple[str, str, str]]:
     for partition, count in ((0, 3), (1, 2)):
         for i in range(count):
             producer.produce(topic, value=str(i).encode(), partition=partition)
-            producer.flush(10)  # one record per batch: Tansu's log-end is exact only so
+            producer.flush(10)  # one record per batch: KafkaBroker's log-end is exact only so
     committed = [KafkaTopicPartition(topic, p, 1) for p in (0, 1)]
     admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(f"connect-{name}", committed)])[
         f"connect-{name}"

@@ -1,6 +1,6 @@
 """collect_snapshot against the real broker (Tansu) and a real Connect worker, then the verdict.
 
-Records are produced one per batch (a flush after each): Tansu 0.6 answers ListOffsets(latest)
+Records are produced one per batch (a flush after each): KafkaBroker 0.6 answers ListOffsets(latest)
 with the last batch's base offset + 1, so multi-record batches would make its log-end, and any
 lag measured from it, too small. Apache Kafka has no such caveat.
 """

@@ -3,7 +3,7 @@
 broker (Tansu), the job's own collection and metrics, and a hand computation from what the
 broker holds, read independently of the job:
 
-- source log-ends by READING every record of each partition (never from watermarks: Tansu's
+- source log-ends by READING every record of each partition (never from watermarks: KafkaBroker's
   are wrong after a multi-record batch), and checking the offsets are dense;
 - MM2's stored offsets by reading the worker's offsets topic itself (the job asks Connect's
   ``GET /offsets``, which is Connect's reading of that same topic);
@@ -37,8 +37,8 @@ from connectops_check.job import run_check
 from connectops_check.snapshot import ConnectorKind
 from connectops_check.verdict import Settings
 from tests.env.plugins import MM2_CHECKPOINT, MM2_SOURCE, mm2_shapes_jar
-from tests.env.records import single_record_producer
-from tests.env.servers import ConnectWorker, Tansu
+from tests.env.records import batching_producer
+from tests.env.servers import ConnectWorker, KafkaBroker
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 
@@ -167,7 +167,7 @@ def worker(connect_factory: Any) -> Iterator[ConnectWorker]:
 
 
 @pytest.fixture(scope="module")
-def mirror(kafka: Tansu, worker: ConnectWorker) -> Iterator[dict[str, Any]]:
+def mirror(kafka: KafkaBroker, worker: ConnectWorker) -> Iterator[dict[str, Any]]:
     """Upstream topic ``orders<run>`` (3 partitions) with 4, 2 and 3 records, all replicated by a
     running MM2-shaped source connector into ``east<run>.orders<run>``, whose partitions already
     held ``SHIFT`` records each: a downstream offset is then the upstream one + SHIFT, so the
@@ -179,7 +179,7 @@ def mirror(kafka: Tansu, worker: ConnectWorker) -> Iterator[dict[str, Any]]:
     topics = [NewTopic(upstream, PARTITIONS, 1), NewTopic(f"{alias}.{upstream}", PARTITIONS, 1)]
     for future in admin.create_topics(topics).values():
         future.result(timeout=15)
-    producer = single_record_producer(kafka.bootstrap)
+    producer = batching_producer(kafka.bootstrap)
 
     def produce(counts: dict[int, int]) -> None:
         for partition, count in counts.items():
@@ -220,7 +220,7 @@ def job_lags(doc: dict[str, Any]) -> dict[tuple[str, int], int]:
 
 
 def test_replication_lag_equals_the_hand_computation(
-    kafka: Tansu, worker: ConnectWorker, mirror: dict[str, Any], spark: SparkSession
+    kafka: KafkaBroker, worker: ConnectWorker, mirror: dict[str, Any], spark: SparkSession
 ) -> None:
     rest: Rest = mirror["rest"]
     source, upstream = mirror["source"], mirror["upstream"]
@@ -262,7 +262,7 @@ def test_replication_lag_equals_the_hand_computation(
 
 
 def test_checkpoint_lag_equals_the_hand_computation(
-    kafka: Tansu, worker: ConnectWorker, mirror: dict[str, Any], spark: SparkSession
+    kafka: KafkaBroker, worker: ConnectWorker, mirror: dict[str, Any], spark: SparkSession
 ) -> None:
     """Checkpoint lag = the group's committed offset on the source - the upstreamOffset of its
     latest checkpoint: what a consumer failing over to the target now would read again."""

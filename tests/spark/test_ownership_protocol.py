@@ -29,7 +29,7 @@ from connectops_check.job import run_check
 from connectops_check.snapshot import ConnectorKind, Snapshot, TaskInfo, TopicPartition
 from connectops_check.verdict import Settings
 from tests.env.groupproxy import ConsumerProtocolBytes, Group, GroupsProxy, Member
-from tests.env.servers import Tansu, free_port
+from tests.env.servers import KafkaBroker, free_port
 
 pytestmark = pytest.mark.spark
 
@@ -46,7 +46,7 @@ class Proxied:
 
     def __init__(self, root: Path) -> None:
         port = free_port()
-        self.kafka = Tansu(root, name="groups-tansu", advertised_port=port)
+        self.kafka = KafkaBroker(root, name="groups-tansu", advertised_port=port)
         self.proxy = GroupsProxy(("127.0.0.1", self.kafka.port), port=port)
         self.bootstrap = self.proxy.address
 
@@ -67,7 +67,7 @@ def proxied(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proxied]:
 
 
 def produce(bootstrap: str, topic: str, per_partition: list[int]) -> None:
-    """One record per batch: Tansu's end offsets are right only then (its pinned deviation)."""
+    """One record per batch: KafkaBroker's end offsets are right only then (its pinned deviation)."""
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
     for p, n in enumerate(per_partition):
         for i in range(n):

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the test-only Connect plugins under tests/env/plugins against the real connect-api and
-# kafka-clients jars that provision.sh put into $CONNECTOPS_TESTENV_CACHE/connect:
+# kafka-clients jars that provision.sh resolved into $CONNECTOPS_TESTENV_CACHE/kafka-<version>/libs:
 #   mm2shapes -> $CACHE/mm2shapes.jar  (connectors with MirrorMaker 2's offset shapes; the real
 #                                       connect-mirror jars are not obtainable here)
 #   testsinks -> $CACHE/testsinks.jar  (a sink that keeps Connect's default alterOffsets, i.e. does
@@ -22,7 +22,8 @@ set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 CACHE="${CONNECTOPS_TESTENV_CACHE:-$HOME/.cache/connectops-testenv}"
-JARS="$CACHE/connect"
+KAFKA_VERSION="$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$HERE/../kafka/pom.xml")"
+JARS="$CACHE/kafka-$KAFKA_VERSION/libs"
 log() { printf '[plugins %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 
 [ -f "$JARS/.complete" ] || { echo "Kafka Connect jars missing in $JARS: run tests/env/provision.sh" >&2; exit 1; }

@@ -10,11 +10,9 @@ FileStreamSourceConnector: a real connector in Connect, no task; sampling starts
 is Ready, so a sample measures a change while resyncs run, not one queued behind the creations
 just made; the resync period is 60 s and 30 samples at 1,000 span at least one):
 
-The worker runs in standalone mode by default (``--connect distributed`` for the group mode):
-the same REST API and runtime, without a worker group. In distributed mode every connector
-created is a group rebalance, and on Tansu (the only broker here) each one waits ~3-4 s for
-the group join, so 1,000 connectors would take over an hour to create before anything is
-measured; Apache Kafka completes a one-member rejoin at once.
+The worker is a distributed worker (a one-worker group), as users run it: Apache Kafka
+completes a one-member rejoin at once, so a connector created costs a rebalance of
+milliseconds. ``--connect standalone`` runs the standalone worker for comparison.
 
 * apply latency: a new Connector CR (running) is created and the clock stops when its config
   is live in Connect (``GET /connectors/<name>/config`` answers, polled every 10 ms directly,
@@ -311,8 +309,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--connect",
         choices=["standalone", "distributed"],
-        default="standalone",
-        help="Connect worker mode (distributed: every create is a group rebalance, ~4 s each on Tansu)",
+        default="distributed",
+        help="Connect worker mode (distributed, as users run it; standalone: no worker group)",
     )
     parser.add_argument("--connect-heap", default="512m", help="the worker's -Xmx (10,000 connectors need more)")
     parser.add_argument("--keep", action="store_true")

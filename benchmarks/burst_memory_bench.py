@@ -9,8 +9,7 @@ it on, each in its own namespace with its own ConnectCluster, each sent the same
 Connector CRs, each a stopped FileStreamSource connector, created by 8 threads). For each:
 RSS when every Connector is Ready, then RSS and peak RSS (VmHWM) two trim periods + 10 s later
 (``--trim-seconds``, 30 s here; the operator's default is 60 s); both operators run with
-``MALLOC_ARENA_MAX=2`` as the image does. The worker runs in standalone mode (no group
-rebalance per connector on Tansu).
+``MALLOC_ARENA_MAX=2`` as the image does. The worker is a distributed one-worker group.
 
     .venv/bin/python benchmarks/burst_memory_bench.py                 # 1,000 each, 2 rounds
     .venv/bin/python benchmarks/burst_memory_bench.py --connectors 300 --rounds 1
@@ -134,7 +133,7 @@ def _run(args: argparse.Namespace, baseline: str | None) -> int:
         variants = {"off": (0.0, {}), "on": (period, {})}
 
     runs: dict[str, list[dict[str, Any]]] = {v: [] for v in variants}
-    with bench_env(standalone_connect=True) as bench:
+    with bench_env(standalone_connect=False) as bench:
         for r in range(rounds):
             order = list(variants) if r % 2 == 0 else list(reversed(variants))
             for variant in order:

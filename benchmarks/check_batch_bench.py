@@ -9,7 +9,7 @@ change). This bench makes that change and counts, side by side in one run:
   application, no cap on running applications): one application per change.
 
 Both run the same population on the same servers: N stopped FileStreamSourceConnectors (real
-connectors in the real worker, in standalone mode as in apply_bench) created with checks off and
+connectors in the real distributed worker, as in apply_bench) created with checks off and
 let settle; then every Connector is
 patched at once (a config key and ``spec.check.enabled``), each a change that asks for a check.
 
@@ -200,9 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     connectors = 8 if args.smoke else args.connectors
     results = []
-    # standalone: in a worker group every connector created is a rebalance, ~3-4 s each on Tansu
-    # (apply_bench says more); the checks read the same REST API either way
-    with bench_env(standalone_connect=True) as bench:
+    with bench_env(standalone_connect=False) as bench:
         for mode in ("batched", "baseline"):
             results.append(run_mode(bench, mode, connectors, args.drivers))
         hygiene = bench.hygiene()

@@ -1,7 +1,7 @@
 """Shared plumbing of the benchmarks: the real test servers, the operator as a process, canary
 Secrets, machine facts, the result files and tables.
 
-Every benchmark runs on the same servers the tests use (``tests/env``: kube-apiserver, Tansu,
+Every benchmark runs on the same servers the tests use (``tests/env``: kube-apiserver, Apache Kafka,
 one Kafka Connect worker) and drives the operator as a real ``connectops run`` process, so what
 is measured is what a user runs. Every Secret the operator reads in a benchmark holds the run's
 canary value; ``Bench.hygiene()`` then looks for it in everything the operator wrote.

@@ -66,7 +66,7 @@ SEED: dict[str, dict[str, Any]] = {
 
 def run(latency_ms: float, rate: float, record_bytes: int, seconds: float, keep: bool) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix="connectops-pressure-"))
-    log(f"starting Tansu, latency proxy ({latency_ms} ms) and Connect in {workdir}")
+    log(f"starting Apache Kafka, latency proxy ({latency_ms} ms) and Connect in {workdir}")
     try:
         with PressureEnv(workdir, latency_ms=latency_ms) as env:
             log(f"servers up in {env.startup_seconds:.1f} s; metrics at {env.metrics_url}")

@@ -6,7 +6,7 @@ FileStreamSourceConnector managed by a ``Connector``; timed from the create call
 the API server sends the status write at once. Until 2026-11-28 the figure was taken by a client
 polling every 50 ms, which added half a poll interval and a GET's round trip (10-30 ms here) to
 the operator's time on average; that figure is still reported (``operator_seconds_polled``).
-The operator's step machine does lock -> inspect -> backup -> stop -> reset (+ read-back) -> resume -> verify ->
+The operator's step machine does lock -> inspect -> stop -> backup -> reset (+ read-back) -> resume -> verify ->
 unlock, writing status after every step.
 
 Baseline, same worker, same run, alternating with the operator: a second connector of the same
@@ -31,16 +31,11 @@ operator overhead = create call -> Succeeded seen, minus that. Target: < 0.1 s (
     .venv/bin/python benchmarks/reset_bench.py --smoke       # 1 of each (CI)
     .venv/bin/python benchmarks/reset_bench.py --repeat 3 --timeline   # where the overhead goes
 
-The worker reads its own topics (config, status, offsets) with ``fetch.max.wait.ms=20``
-(``--worker-fetch-wait-ms``; 0 keeps Connect's default, 500). Each of its REST calls that must
-see its own write first (the stop, the resume, the read-back ``GET /offsets``) waits until its
-consumer has fetched that record. Apache Kafka answers a fetch waiting at the log end as soon
-as a record arrives. The test broker does not: it re-reads its storage at max_wait/2, /4, ...
-(pinned by a strict xfail, tests/adapters/test_kafka_offsets.py
-``test_a_waiting_fetch_is_answered_when_a_record_arrives``). With the default 500 ms, every such
-call waits 0-250 ms of the broker's schedule (measured: the read-back 7-249 ms, median 79-92;
-with 20 ms: 7-27, median 11). A shorter wait puts back Apache Kafka's timing on both sides
-of the comparison; ``--worker-fetch-wait-ms 0`` measures with the broker's schedule.
+The worker runs with Connect's defaults, ``fetch.max.wait.ms`` included (500 ms): Apache Kafka
+answers a fetch waiting at the log end as soon as a record arrives (tests/adapters/
+test_kafka_offsets.py ``test_a_waiting_fetch_is_answered_when_a_record_arrives``), so a REST call
+that must see the worker's own write first waits for that write, not for the wait.
+``--worker-fetch-wait-ms N`` sets another value for both sides of the comparison.
 
 ``--timeline``: while the operator's reset runs, a thread reads the OffsetReset's status and the
 connector's Connect status every 10 ms and prints, per run, when each step was first seen
@@ -72,7 +67,7 @@ LINES = [f"line-{i}" for i in range(20)]
 POLL = 0.05  # the baseline sees Connect's transitions within 50 ms
 TARGET_RATIO = 1.15
 #: see the module docstring
-WORKER_FETCH_WAIT_MS = 20
+WORKER_FETCH_WAIT_MS = 0
 TARGET_OVERHEAD_SECONDS = 0.1
 
 

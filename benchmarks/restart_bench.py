@@ -1,6 +1,6 @@
 """Benchmark: the operator's restart with N Connectors, this code vs a baseline revision, side by side.
 
-One population (N Connector CRs, each a stopped FileStreamSourceConnector in a standalone worker,
+One population (N Connector CRs, each a stopped FileStreamSourceConnector in a distributed worker,
 created through the operator of this tree and Ready), then the operator is restarted again and
 again, alternating between this tree's code and the baseline's (``git archive`` of
 ``--baseline`` into a temporary directory, first on ``PYTHONPATH``; same CRDs, same servers,
@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true")
     args = parser.parse_args(argv)
     count, rounds = (20, 1) if args.smoke else (args.connectors, args.rounds)
-    with bench_env(keep=args.keep, standalone_connect=True, connect_heap=args.connect_heap) as bench:
+    with bench_env(keep=args.keep, standalone_connect=False, connect_heap=args.connect_heap) as bench:
         result = run(bench, count, rounds, args.baseline)
         result["hygiene"] = bench.hygiene()
     write_result("restart", result, args.output)

@@ -265,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.idle is None:
         args.idle = args.resync
 
-    with bench_env(keep=args.keep, standalone_connect=True) as bench:
+    with bench_env(keep=args.keep, standalone_connect=False) as bench:
         result = run(bench, args.connectors, args.unreferenced, args.rotations, args.idle, args.resync)
         result["hygiene"] = bench.hygiene()
     write_result("rotation", result, args.output)

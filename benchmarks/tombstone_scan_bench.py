@@ -21,17 +21,10 @@ Excluded from the timings, reported separately: starting the broker, generating 
 (with ``java_partition``, the product's murmur2 partitioner, so every key sits in the partition
 Connect would pick) and producing them.
 
-The broker is Tansu (``tests/env``), not Apache Kafka. Two of its quirks shape the data:
-
-- After a multi-record batch Tansu reports the end offset as the batch's base offset + 1. The
-  last record of every partition is therefore produced on its own, after the bulk, so the end
-  offsets are exact (checked: their sum must equal N). Without that the scan would stop at a
-  too-low end offset and drain whatever was fetched, which Apache Kafka never makes it do.
-- Debian's kcat 1.7.1 is built on librdkafka 2.0.2, which cannot parse Tansu's ApiVersions v3
-  response ("Read underflow"). With ``--kcat-librdkafka auto`` (the default) the system library
-  is tried first and, if kcat cannot read metadata with it, kcat runs on the librdkafka that
-  ships in the confluent-kafka wheel (the one connectops uses) through ``LD_LIBRARY_PATH``. The
-  JSON records which one ran.
+The broker is Apache Kafka (``tests/env``). The end offsets are checked: their sum must equal N.
+``--kcat-librdkafka auto`` (the default) runs Debian's kcat on its system librdkafka and, if it
+cannot read metadata with it, on the librdkafka that ships in the confluent-kafka wheel (the one
+connectops uses) through ``LD_LIBRARY_PATH``. The JSON records which one ran.
 
 Reading small runs: both readers have a fixed cost that dwarfs the reading itself. kcat's
 ``-e`` waits for an empty fetch at the end of every partition, which the broker holds for
@@ -193,12 +186,8 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
 
 
 def produce(bootstrap: str, topic: str, records: list[Record], compression: str) -> float:
-    """Produce in big batches; the last record of each partition goes alone, after the rest.
-
-    Alone because Tansu gets the end offset right only when a partition's last batch holds one
-    record; produced last because it is also the last record of its partition in generation
-    order, so every key's versions stay in order.
-    """
+    """Produce in big batches; the last record of each partition after the rest (it is also the
+    last record of its partition in generation order, so every key's versions stay in order)."""
     last: dict[int, int] = {}
     for i, (partition, _, _) in enumerate(records):
         last[partition] = i

@@ -1,4 +1,4 @@
-"""The embedded default: real kube-apiserver + Tansu + Kafka Connect on loopback, the operator
+"""The embedded default: real kube-apiserver + Apache Kafka + Kafka Connect on loopback, the operator
 running against them, and the examples applied. Prints what a user would see, then cleans up.
 
     ./scripts/setup.sh && .venv/bin/python scripts/demo.py [--keep]
@@ -87,7 +87,7 @@ def main() -> int:
     (demo_files / "output.txt").unlink(missing_ok=True)
 
     t0 = time.monotonic()
-    log(f"starting kube-apiserver, Tansu and Kafka Connect under {workdir}")
+    log(f"starting kube-apiserver, Apache Kafka and Kafka Connect under {workdir}")
     env = TestEnv(workdir).start()
     operator: subprocess.Popen[bytes] | None = None
     try:

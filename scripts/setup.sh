@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One-time (idempotent) set-up of a development machine: a virtualenv with the project and its
-# dev/spark extras, and the real test servers (tests/env/provision.sh: kube-apiserver, Tansu,
+# dev/spark extras, and the real test servers (tests/env/provision.sh: kube-apiserver, Apache Kafka,
 # Kafka Connect). Safe to re-run; everything cached is reused.
 set -euo pipefail
 cd "$(dirname "$0")/.."

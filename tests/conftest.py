@@ -28,10 +28,10 @@ from tests.env.plugins import versioned_plugin_dir  # noqa: E402
 from tests.env.servers import (  # noqa: E402
     ConnectFactory,
     ConnectWorker,
+    KafkaBroker,
     KubeAPI,
     MissingTestEnvError,
     ServerStartError,
-    KafkaBroker,
 )
 
 SERVER_FIXTURES = frozenset({"kube", "kube_client", "kafka", "connect", "connect_factory"})

@@ -16,7 +16,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 from kubernetes import client
 
-from tests.env.records import assert_end_offsets_true, batching_producer
+from tests.env.records import assert_end_offsets_true
 from tests.env.servers import ConnectFactory, ConnectWorker, KafkaBroker, KubeAPI
 
 pytestmark = pytest.mark.timeout(180)
@@ -39,6 +39,7 @@ def _create_topic(kafka: KafkaBroker, topic: str, partitions: int) -> None:
     new = NewTopic(topic, num_partitions=partitions, replication_factor=1)
     for future in admin.create_topics([new]).values():
         future.result(timeout=15)
+    kafka.wait_for_leaders(topic, partitions)
 
 
 Record = tuple[bytes | None, bytes | None]
@@ -265,7 +266,9 @@ def test_connect_filestream_source_stop_and_offsets(connect: ConnectWorker, kafk
     _poll(lambda: offsets() == [], timeout=15, what="offsets gone after DELETE")
 
 
-def test_connect_worker_group_kill_and_restart(connect_factory: ConnectFactory, kafka: KafkaBroker, tmp_path: Path) -> None:
+def test_connect_worker_group_kill_and_restart(
+    connect_factory: ConnectFactory, kafka: KafkaBroker, tmp_path: Path
+) -> None:
     # A second, independent worker group on the same broker, with client overrides forbidden.
     worker = connect_factory("connect-restart", override_policy="None")
     assert httpx.get(f"{worker.url}/connectors", timeout=10).json() == []

@@ -37,6 +37,7 @@ class Backend:
         admin = AdminClient(self.broker.admin_config())
         for future in admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)]).values():
             future.result(timeout=15)
+        self.broker.wait_for_leaders(topic, partitions)
 
     def produce(self, topic: str, partition: int, count: int) -> None:
         """``count`` records, each flushed on its own (one record per batch)."""

@@ -1,8 +1,7 @@
-"""The Kafka offsets adapter against a real broker (Tansu) and real Kafka Connect 4.3 workers.
+"""The Kafka offsets adapter against a real Apache Kafka broker and real Kafka Connect workers.
 
-Nothing is mocked. Where Tansu (Kafka protocol, not Apache Kafka) departs from Apache Kafka the
-test says so and is a strict xfail: it turns into a failure the day the broker behaves like Kafka
-(or when these tests run against Apache Kafka), so the divergence cannot go stale silently.
+Nothing is mocked: group membership, ListOffsets by time, end offsets after batches, DeleteRecords
+and a fetch waiting at the log end are Apache Kafka's own behaviour.
 """
 
 from __future__ import annotations
@@ -25,7 +24,6 @@ from connectops.adapters.kafka import (
     GroupActive,
     KafkaClientConfigInvalid,
     KafkaOffsets,
-    KafkaOffsetsError,
     KafkaUnavailable,
     OffsetRecord,
     TombstoneVerificationFailed,
@@ -41,7 +39,6 @@ from tests.env.servers import FILESTREAM_SOURCE, ConnectFactory, ConnectWorker, 
 pytestmark = pytest.mark.timeout(240)
 
 FILESTREAM_SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"
-TANSU = "Tansu 0.6 (memory storage)"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -128,6 +125,7 @@ def create_topic(kafka: KafkaBroker, topic: str, partitions: int) -> None:
     admin = AdminClient(kafka.admin_config())
     for future in admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)]).values():
         future.result(timeout=15)
+    kafka.wait_for_leaders(topic, partitions)
 
 
 def produce(
@@ -323,8 +321,8 @@ def test_scan_finds_latest_record_per_key(kafka: KafkaBroker, ko: KafkaOffsets) 
         # the same key in a partition the Java partitioner would not pick (a buggy tool's write)
         ((java_partition(a1, partitions) + 1) % partitions, a1, b'{"position":99}'),
     ]
-    # One batch per partition: KafkaBroker then reports an end offset inside the batch (see the
-    # xfail test below); the scan must still see every record of it.
+    # One batch per partition, as a batching producer writes them: the scan must see every
+    # record of a batch.
     produce(kafka, topic, records, one_batch=True)
 
     scan = ko.scan_connector_offsets(topic, {"conn-a", 'conn-a "quoted"'})
@@ -439,7 +437,7 @@ def test_missing_topic_is_typed(ko: KafkaOffsets) -> None:
 def test_filestream_source_reset_by_tombstones(
     kafka: KafkaBroker, ko: KafkaOffsets, worker: ConnectWorker, rest: Rest, tmp_path: Path
 ) -> None:
-    names = [unique("fs-src") for _ in range(2)]  # each connector costs a rebalance (~3 s on Tansu)
+    names = [unique("fs-src") for _ in range(2)]  # each connector costs a rebalance
     files: dict[str, Path] = {}
     target = unique("fs-src-out")
     create_topic(kafka, target, 1)
@@ -522,8 +520,8 @@ def test_filestream_sink_group_delete_and_alter(
     rest.put_config(name, {"connector.class": FILESTREAM_SINK, "tasks.max": "1", "file": str(out), "topics": topic})
     wait_for(lambda: out.exists() and len(out.read_text().splitlines()) == 6, timeout=90, what="6 sink lines")
     wait_for(lambda: ko.group_offsets(group) == {(topic, 0): 3, (topic, 1): 3}, timeout=60, what="committed")
-    members_while_running = ko.group_members(group)
-    print(f"{TANSU}: members of the running sink's group: {members_while_running!r}")
+    # the running sink task's consumer is a member of the group (DescribeConsumerGroups)
+    assert len(ko.group_members(group)) == 1
 
     rest.stop(name)
     assert ko.group_exists(group)
@@ -544,11 +542,6 @@ def test_filestream_sink_group_delete_and_alter(
     rest.delete(name)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=f"{TANSU} reports no members for an active group and deletes it anyway "
-    "(Apache Kafka: members listed, DeleteGroups -> NON_EMPTY_GROUP)",
-)
 def test_active_group_is_not_deleted(kafka: KafkaBroker, ko: KafkaOffsets) -> None:
     topic, group = unique("active"), unique("active-group")
     create_topic(kafka, topic, 1)
@@ -593,7 +586,6 @@ def test_list_offsets_earliest_latest_and_topics(kafka: KafkaBroker, ko: KafkaOf
         ko.list_offsets(parts, "yesterday")
 
 
-@pytest.mark.xfail(strict=True, reason=f"{TANSU} ignores the timestamp of a ListOffsets query: always offset 0")
 def test_list_offsets_by_timestamp(kafka: KafkaBroker, ko: KafkaOffsets) -> None:
     topic = unique("lo-ts")
     create_topic(kafka, topic, 1)
@@ -609,11 +601,6 @@ def test_list_offsets_by_timestamp(kafka: KafkaBroker, ko: KafkaOffsets) -> None
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=f"{TANSU}: after a multi-record batch the end offset is the batch's base offset + 1, "
-    "not its last offset + 1 (reads must not trust it: the scan drains what was fetched)",
-)
 def test_latest_offset_after_a_batched_produce(kafka: KafkaBroker, ko: KafkaOffsets) -> None:
     topic = unique("lo-batch")
     create_topic(kafka, topic, 1)
@@ -622,14 +609,6 @@ def test_latest_offset_after_a_batched_produce(kafka: KafkaBroker, ko: KafkaOffs
     assert ko.list_offsets([(topic, 0)], "latest") == {(topic, 0): 5}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason=f"{TANSU} answers a fetch waiting at the log end at its next re-read of storage "
-    "(max_wait/2, then /4, ...), not when a record arrives (Apache Kafka: the produce completes "
-    "the waiting fetch). Connect's reads of its own topics wait out that schedule: "
-    "benchmarks/reset_bench.py runs its worker with a short fetch.max.wait.ms",
-)
 def test_a_waiting_fetch_is_answered_when_a_record_arrives(kafka: KafkaBroker) -> None:
     topic = unique("fetch-wait")
     create_topic(kafka, topic, 1)
@@ -670,12 +649,6 @@ def test_delete_offset_syncs_topic(kafka: KafkaBroker, ko: KafkaOffsets) -> None
     assert ko.delete_topic(topic) is False  # missing: success
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=KafkaUnavailable,
-    reason=f"{TANSU} advertises DeleteRecords v0-2 but its storage panics 'not yet implemented' and "
-    "drops the connection",
-)
 def test_truncate_offset_syncs_topic(kafka: KafkaBroker, ko: KafkaOffsets) -> None:
     topic = offset_syncs_topic_name(unique("src"), unique("tgt"), "target", separator="_")
     create_topic(kafka, topic, 1)
@@ -685,18 +658,3 @@ def test_truncate_offset_syncs_topic(kafka: KafkaBroker, ko: KafkaOffsets) -> No
     assert ko.truncate_topic(topic) == {0: high}
     assert ko.watermarks(topic) == {0: (high, high)}  # low watermark == previous high watermark
     assert ko.truncate_topic(unique("no-such-topic")) == {}
-
-
-def test_truncate_failure_on_tansu_is_typed_and_recoverable(kafka: KafkaBroker, ko: KafkaOffsets) -> None:
-    """What the xfail above hits, pinned down: a retryable typed error, and the adapter's next
-    admin call works (the admin client is replaced after a transport failure)."""
-    topic = unique("trunc-tansu")
-    create_topic(kafka, topic, 1)
-    produce(kafka, topic, [(0, b"k", b"v")])
-    outcome: object
-    try:
-        outcome = ko.truncate_topic(topic)
-    except KafkaOffsetsError as exc:
-        outcome = exc
-    assert outcome == {0: 1} or (isinstance(outcome, KafkaUnavailable) and outcome.retryable), outcome
-    assert ko.list_offsets([(topic, 0)], "latest") == {(topic, 0): 1}

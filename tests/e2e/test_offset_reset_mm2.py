@@ -158,7 +158,9 @@ def test_mm2_full_reset_deletes_offset_syncs_and_rereplicates(
 
 
 @pytest.mark.parametrize("strategy", ["rest", "tombstone"])
-def test_mm2_alter_source_and_checkpoint_rules(k8s: K8s, mm2: dict[str, Any], kafka: KafkaBroker, strategy: str) -> None:
+def test_mm2_alter_source_and_checkpoint_rules(
+    k8s: K8s, mm2: dict[str, Any], kafka: KafkaBroker, strategy: str
+) -> None:
     rest: ConnectREST = mm2["rest"]
     alias, upstream = mm2["alias"], mm2["upstream"]
     names = mm2["names"]

@@ -247,12 +247,6 @@ def test_sink_resets_change_exactly_what_they_name(
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="Tansu 0.6 ignores the timestamp in ListOffsets (it answers the same offset for any time); "
-    "on Apache Kafka this passes",
-)
 def test_sink_to_timestamp_starts_at_the_first_record_at_or_after_it(
     k8s: K8s, connect: ConnectWorker, tmp_path: Path
 ) -> None:

@@ -108,7 +108,6 @@ def assert_end_offsets_true(bootstrap: str, topic: str) -> dict[int, int]:
     counted = partition_record_counts(bootstrap, topic)
     reported = end_offsets(bootstrap, topic)
     assert reported == counted, (
-        f"end offsets of {topic} are not true: the broker says {reported}, the partitions hold {counted} "
-        "record(s)"
+        f"end offsets of {topic} are not true: the broker says {reported}, the partitions hold {counted} record(s)"
     )
     return reported

@@ -628,9 +628,7 @@ class KafkaBroker(_Server):
     def _format(self) -> None:
         (self.workdir / "log4j2.properties").write_text(_BROKER_LOG4J2_PROPERTIES)
         self.properties_path.write_text("".join(f"{k}={v}\n" for k, v in self.server_properties().items()))
-        argv = self._java(
-            "kafka.tools.StorageTool", "format", "-t", self.cluster_id, "-c", str(self.properties_path)
-        )
+        argv = self._java("kafka.tools.StorageTool", "format", "-t", self.cluster_id, "-c", str(self.properties_path))
         done = subprocess.run(argv, cwd=self.workdir, capture_output=True, timeout=self.timeout, check=False)
         if done.returncode != 0:
             raise ServerStartError(
@@ -689,6 +687,25 @@ class KafkaBroker(_Server):
         admin = AdminClient(self.admin_config())
         metadata = admin.list_topics(timeout=3)
         return bool(metadata.brokers)
+
+    def wait_for_leaders(self, topic: str, partitions: int, timeout: float = 30.0) -> None:
+        """Until every partition of a just-created ``topic`` has a leader in the metadata clients
+        see. CreateTopics answers when the controller has the topic; the broker takes leadership
+        a moment later, and a request in between gets NOT_LEADER_OR_FOLLOWER (retryable, as the
+        operator treats it). Tests that act on a topic the moment they created it wait here, as
+        Kafka's own test utilities do."""
+        admin = AdminClient(self.admin_config())
+
+        def led() -> bool:
+            meta = admin.list_topics(topic, timeout=5).topics.get(topic)
+            return (
+                meta is not None
+                and meta.error is None
+                and len(meta.partitions) == partitions
+                and all(p.leader >= 0 and p.error is None for p in meta.partitions.values())
+            )
+
+        wait_until(led, timeout=timeout, what=f"leaders for {topic}", proc=self._proc)
 
 
 # --------------------------------------------------------------------------------------------------

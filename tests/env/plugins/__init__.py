@@ -2,8 +2,6 @@
 
 ``testsinks``: a sink that does not confirm offset changes, and a sink of known speed (see their Java sources).
 ``versioned``: one source in two versions side by side (see ``versioned_plugin_dir``).
-``groupbytes``: not a plugin; kafka-clients' ConsumerProtocol bytes for DescribeGroups answers
-(``tests.env.groupproxy``).
 ``mm2shapes``: three source connectors whose offsets have MirrorMaker 2's shapes and whose
 ``alterOffsets`` validate like MM2's (see the Java sources), because the real connect-mirror jars
 are not obtainable in this environment.

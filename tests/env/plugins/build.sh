@@ -9,8 +9,6 @@
 #                                           offsets count records, for producer-pressure tests)
 #   promreporter -> $CACHE/promreporter.jar (a MetricsReporter serving Strimzi's JMX-exporter
 #                                           names; for the worker's class path, not plugin.path)
-#   groupbytes -> $CACHE/groupbytes.jar (not a plugin: kafka-clients' ConsumerProtocol bytes for
-#                                       DescribeGroups answers, see GroupBytes.java)
 #   versioned -> $CACHE/versioned/versioned-<v>/versioned-source-<v>.jar, one jar per version in
 #                versioned/src/versions.txt: the same classes, the version in the manifest; the
 #                directory is a plugin.path entry holding the versions side by side (KIP-891)
@@ -97,5 +95,4 @@ build_plugin mm2shapes
 build_plugin testsinks
 build_plugin floodsource
 build_plugin promreporter
-build_plugin groupbytes
 build_versioned

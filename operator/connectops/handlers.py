@@ -18,6 +18,7 @@ import contextlib
 import logging
 import os
 import random
+import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
@@ -50,7 +51,7 @@ from connectops.reconcilers.connect_cluster import ConnectClusterReconciler
 from connectops.reconcilers.connector import ConnectorObject, ConnectorReconciler, claim_of, claimed_name
 from connectops.reconcilers.offset_reset import OffsetResetExecutor
 from connectops.reconcilers.secret_rotation import SecretRotation
-from connectops.reconcilers.sweep import Backlog, sweep
+from connectops.reconcilers.sweep import Backlog, Later, sweep
 from connectops.settings import load
 
 SETTINGS = load()
@@ -62,6 +63,9 @@ _EVENT_MESSAGE_LIMIT = 1000
 PERIODIC_CONCURRENCY = 8
 #: Connector resumes at work at once after a start (see Runtime.resumes)
 RESUME_CONCURRENCY = 32
+#: the shortest time between two of a Connector's own next looks (see Runtime.later): looks that
+#: keep finding their moment a hair early (the timer's clock and the plan's differ) cannot spin
+LOOK_SPACING_SECONDS = 0.5
 #: Connector changes at work at once per ConnectCluster (see Runtime.change_slots): four times
 #: the default of Connect calls in flight to one cluster (CONNECTOPS_CONNECT_CONCURRENCY), so the
 #: calls never wait for a change to be let in
@@ -117,6 +121,12 @@ class Runtime:
         self.resumes = Backlog(
             lambda uid: _resync_connector(uid, self.indexes, self.indexes.claims, periodic=False),
             workers=RESUME_CONCURRENCY,
+        )
+        #: a Connector's next look when its automatic restarts need it before the sweep comes by
+        #: (a restart falls due in seconds, the sweep comes once a period): a resync of that one
+        #: object, through the same path, asked by the reconcile before it (Outcome.look_at)
+        self.later = Later(
+            lambda uid: _resync_connector(uid, self.indexes, self.indexes.claims), spacing=LOOK_SPACING_SECONDS
         )
         #: set once the startup LIST of claims is read (the start-up listings filter by them)
         self.claims_read = asyncio.Event()
@@ -238,6 +248,7 @@ async def shutdown(**_: Any) -> None:
         # requests them again (ConnectorReconciler._check)
         await _runtime.checks.batches.close()
         await _runtime.resumes.close()
+        await _runtime.later.close()
         for task in _runtime.warming:
             task.cancel()
         await _runtime.clusters.aclose()
@@ -380,6 +391,7 @@ async def _reconcile_connector(
                 old_claims=_old_claims(claims, body),
             )
     metrics.RECONCILES.labels(kind="Connector", trigger="timer" if periodic else "change").inc()
+    _look_later(rt, obj.uid, outcome)
     OBJECTS.observe_connector(
         obj.namespace,
         obj.name,
@@ -389,6 +401,12 @@ async def _reconcile_connector(
         uid=obj.uid,
     )
     _publish(outcome, body, patch, retry, "Connector")
+
+
+def _look_later(rt: Runtime, uid: str, outcome: Outcome) -> None:
+    """The latest reconcile's word on the object's next look replaces any earlier one (None:
+    the sweep's)."""
+    rt.later.at(uid, None if outcome.look_at is None else outcome.look_at - time.time())
 
 
 def _cluster_of(body: Mapping[str, Any]) -> tuple[str, str | None]:
@@ -493,6 +511,7 @@ async def connector_deleted(body: kopf.Body, retry: int, **_: Any) -> None:
     rt = runtime()
     meta = body["metadata"]
     OBJECTS.forget("Connector", meta["namespace"], meta["name"], uid=meta["uid"])
+    rt.later.cancel(meta["uid"])
     async with rt.locks[meta["uid"]]:
         try:
             rivals = _rivals(_claims(), body)
@@ -643,6 +662,7 @@ async def _hand_back(reset_body: Any, claims: ClaimIndex) -> None:
                     rivals=_rivals(claims, body),
                     old_claims=_old_claims(claims, body),
                 )
+            _look_later(rt, body["metadata"]["uid"], outcome)
             changes = status_patch(body.get("status") or {}, outcome.status)
             if changes:
                 await rt.kube.patch_status(namespace, "connectors", name, changes)

@@ -315,7 +315,8 @@ def test_failed_tasks_restarted_with_bounded_backoff(
     k8s: K8s, cluster: str, tmp_path: Path, connect_rest: ConnectREST
 ) -> None:
     name = f"fail-{uuid.uuid4().hex[:6]}"
-    # a sink writing to a directory: its task fails in start(), every time it is restarted
+    # a sink writing to a directory: its task fails in start(), every time it is restarted (the
+    # restarts' pace, with the production resync period: test_restart_pace.py)
     spec = {
         "clusterRef": {"name": cluster},
         "class": SINK,

@@ -247,20 +247,88 @@ def test_sink_resets_change_exactly_what_they_name(
     )
 
 
+def offsets_for_time(bootstrap: str, tps: Iterable[TP], ts: int) -> dict[TP, int]:
+    """ListOffsets by time, straight from the broker with the test's own client: the first offset
+    whose timestamp is at or after ``ts`` (the end offset where there is none)."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import OffsetSpec
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    wanted = list(tps)
+    by_time = admin.list_offsets({TopicPartition(t, p): OffsetSpec.for_timestamp(ts) for t, p in wanted})
+    latest = admin.list_offsets({TopicPartition(t, p): OffsetSpec.latest() for t, p in wanted})
+    out: dict[TP, int] = {}
+    for tp, future in by_time.items():
+        offset = int(future.result(timeout=15).offset)
+        key = (tp.topic, tp.partition)
+        out[key] = offset if offset >= 0 else int(latest[tp].result(timeout=15).offset)
+    return out
+
+
+@pytest.mark.parametrize("strategy", ["rest", "tombstone"])
 def test_sink_to_timestamp_starts_at_the_first_record_at_or_after_it(
-    k8s: K8s, connect: ConnectWorker, tmp_path: Path
+    k8s: K8s, connect: ConnectWorker, tmp_path: Path, strategy: str
 ) -> None:
-    sut = SinkUnderTest(k8s, connect, tmp_path, "rest", partitions=1)
+    sut = SinkUnderTest(k8s, connect, tmp_path, strategy)
     t0 = int(time.time() * 1000) - 3_600_000
+    # CreateTime set by the producer: partition 0 at t0 + 0/10/20/30 s, partition 1 at t0 + 5/25 s
     sut.log.produce(sut.orders, {0: 4}, "a", timestamps=[t0, t0 + 10_000, t0 + 20_000, t0 + 30_000])
-    sut.log.produce(sut.payments, {0: 1}, "a")
+    sut.log.produce(sut.orders, {1: 2}, "a", timestamps=[t0 + 5_000, t0 + 25_000])
+    sut.log.produce(sut.payments, {0: 1, 1: 1}, "a")
     sut.create()
     sut.out.new(sut.log.after({}))
     sut.consumed_everything()
     sut.set_state("paused")
+    at = t0 + 15_000
+    orders_tps = {(sut.orders, 0), (sut.orders, 1)}
+    # the test's own knowledge of the timestamps, and the broker's ListOffsets by time, agree
+    assert offsets_for_time(connect.bootstrap, orders_tps, at) == {(sut.orders, 0): 2, (sut.orders, 1): 1}
     sut.step(
-        "to-timestamp",
-        {"action": "toTimestamp", "timestamp": str(t0 + 15_000), "topics": [sut.orders]},
-        {(sut.orders, 0): 2, (sut.payments, 0): 1},
-        {(sut.orders, 0)},
+        f"to-timestamp-{strategy}",
+        {"action": "toTimestamp", "timestamp": str(at), "topics": [sut.orders]},
+        {(sut.orders, 0): 2, (sut.orders, 1): 1, (sut.payments, 0): 1, (sut.payments, 1): 1},
+        orders_tps,
     )
+
+
+@pytest.mark.parametrize("strategy", ["rest", "tombstone"])
+def test_sink_to_earliest_after_delete_records_lands_on_the_log_start(
+    k8s: K8s, connect: ConnectWorker, tmp_path: Path, strategy: str
+) -> None:
+    """Retention or DeleteRecords moves a partition's log start: "earliest" is then that offset,
+    not 0, and the records below it can never be read again."""
+    from confluent_kafka import TopicPartition
+
+    sut = SinkUnderTest(k8s, connect, tmp_path, strategy)
+    sut.log.produce(sut.orders, {0: 5, 1: 5}, "a")
+    sut.log.produce(sut.payments, {0: 2, 1: 2}, "a")
+    sut.create()
+    sut.out.new(sut.log.after({}))
+    sut.consumed_everything()
+    sut.set_state("paused")
+    admin = AdminClient({"bootstrap.servers": connect.bootstrap})
+    deleted = admin.delete_records([TopicPartition(sut.orders, 0, 3)])
+    for future in deleted.values():
+        assert future.result(timeout=15).low_watermark == 3
+    orders_tps = {(sut.orders, 0), (sut.orders, 1)}
+    # the sink resumes at the log start: only what is still in the log comes again
+    expected = {(sut.orders, 0): 3, (sut.orders, 1): 0, (sut.payments, 0): 2, (sut.payments, 1): 2}
+    before = group_commits(connect.bootstrap, sut.group)
+    status = reset(
+        k8s,
+        f"to-earliest-{strategy}",
+        {"connectorRef": {"name": sut.name}, "strategy": strategy, "action": "toEarliest", "topics": [sut.orders]},
+        timeout=180,
+    )
+    assert status["strategy"] == strategy
+    after = group_commits(connect.bootstrap, sut.group)
+    for tp in set(before) - orders_tps:
+        assert after.get(tp) == before[tp], f"{tp} must not move: {before[tp]} -> {after.get(tp)}"
+    assert {tp: c[0] for tp, c in after.items()} == expected
+    assert connect_offsets(sut.rest, sut.name) == expected
+    sut.set_state("running")
+    # orders p0: offsets 3 and 4 again (2 lines); orders p1: all 5 again; payments: nothing
+    again: Counter[str] = Counter(
+        [f"{sut.orders}-p0-a3", f"{sut.orders}-p0-a4", *(f"{sut.orders}-p1-a{i}" for i in range(5))]
+    )
+    assert sut.out.new(again) == again

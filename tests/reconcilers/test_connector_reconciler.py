@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import itertools
 import time
+from pathlib import Path
 from typing import Any, cast
 
 import pytest
@@ -412,11 +414,27 @@ async def test_state_drift_corrected_by_the_resync(world: World) -> None:
 # -- failures: auto-restart ------------------------------------------------------------------------
 
 
+async def seen_failing(world: World, monkeypatch: pytest.MonkeyPatch, initial_seconds: float) -> None:
+    """The look that first sees the failure restarts nothing and asks for the look at which the
+    first restart falls due, ``initial_seconds`` later; the clock is then moved there."""
+    before = time.time()
+    outcome = await world.reconcile(periodic=True)
+    assert not [c for c in writes(world) if c.method.startswith("restart")]
+    assert outcome.look_at is not None
+    assert before + initial_seconds <= outcome.look_at <= time.time() + initial_seconds
+    move_clock(monkeypatch, initial_seconds)
+
+
 async def test_failed_task_is_restarted(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
     await created(world)
     world.connect.fail_task(NAME, 0)
-    await world.reconcile(periodic=True)
+    await seen_failing(world, monkeypatch, 10)  # backoff.initialSeconds, 10 s by default
+    outcome = await world.reconcile(periodic=True)
     assert writes(world) == [Call("restart", (NAME, True, True))]
+    # the next look: when the next restart would fall due (20 s after this one), in case the
+    # task fails again; the resync is soon enough only once it runs for good
+    assert outcome.look_at is not None
+    assert outcome.look_at == pytest.approx(time.time() + 20, abs=1)
     assert world.connect.connectors[NAME].task_restarts == {0: 1}
     assert world.status["autoRestart"]["count"] == 1
     assert world.status["autoRestart"]["lastRestartTime"]
@@ -424,8 +442,10 @@ async def test_failed_task_is_restarted(world: World, monkeypatch: pytest.Monkey
     assert world.condition("Ready")["status"] == "True"
     # healthy on the next pass, but not yet for long: a task failing in start() is RUNNING for
     # a moment after each restart (CI25)
-    await world.reconcile(periodic=True)
+    move_clock(monkeypatch, 20)
+    outcome = await world.reconcile(periodic=True)
     assert world.status["autoRestart"]["count"] == 1
+    assert outcome.look_at is None  # Ready: the resync's
     # up for backoff.maxSeconds (600 s by default) since the restart: the count starts again
     move_clock(monkeypatch, 601)
     await world.reconcile(periodic=True)
@@ -442,6 +462,7 @@ def move_clock(monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
 async def test_restart_backs_off_then_gives_up(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
     await created(world, autoRestart={"maxRestarts": 2, "backoff": {"initialSeconds": 60}})
     world.connect.fail_task(NAME, 0, "java.lang.IllegalStateException: disk full", sticky=True)
+    await seen_failing(world, monkeypatch, 60)
     await world.reconcile(periodic=True)
     assert writes(world) == [Call("restart", (NAME, True, True))]
     assert world.reasons()["Ready"] == ("False", "TasksFailed")
@@ -456,9 +477,10 @@ async def test_restart_backs_off_then_gives_up(world: World, monkeypatch: pytest
     await world.reconcile(periodic=True)
     assert len(writes(world)) == 2
     assert world.status["autoRestart"]["count"] == 2
-    # the limit of two restarts is reached: no more, even when due
+    # the limit of two restarts is reached: no more, even when due, and no look asked for
     move_clock(monkeypatch, 121 + 241)
-    await world.reconcile(periodic=True)
+    outcome = await world.reconcile(periodic=True)
+    assert outcome.look_at is None
     assert len(writes(world)) == 2
     assert world.connect.connectors[NAME].task_restarts == {0: 2}
     ready = world.condition("Ready")
@@ -502,12 +524,15 @@ async def test_a_task_shown_restarting_for_long_is_not_ready_and_never_clears_th
     assert world.reasons()["Ready"] == ("False", "RestartLimitReached")
 
 
-async def test_a_resync_queued_behind_a_restart_does_not_restart_again(world: World) -> None:
+async def test_a_resync_queued_behind_a_restart_does_not_restart_again(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """CI (stop 24): kopf patches the status after the handler returns, outside the per-object
     lock, so a resync timer that waited on the lock reconciles a body from before the restart it
     waited for. It must count from what was done, not from that body: one restart, one Event."""
     await created(world, autoRestart={"maxRestarts": 2, "backoff": {"initialSeconds": 60}})
     world.connect.fail_task(NAME, 0, sticky=True)
+    await seen_failing(world, monkeypatch, 60)
     before = copy.deepcopy(world.body)
     await world.reconcile(periodic=True)
     assert world.connect.connectors[NAME].task_restarts == {0: 1}
@@ -523,6 +548,42 @@ async def test_a_resync_queued_behind_a_restart_does_not_restart_again(world: Wo
     await fresh.reconcile(periodic=True)
     assert world.connect.connectors[NAME].task_restarts == {0: 1}
     assert fresh.status["autoRestart"]["count"] == 1
+
+
+async def test_the_restarts_of_a_task_failing_in_start_come_at_2_4_4_and_then_the_limit(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Each reconcile says when to look next (Outcome.look_at): the change that created the
+    connector stops waiting once its task has FAILED, and asks for the look initialSeconds
+    later; each look restarts and asks for the next one at the doubled delay; the look after
+    the last restart the limit allows says so, and asks for none. Whatever the resync period:
+    only the looks asked for run here."""
+    world = make_world(settle_seconds=1.0)
+    offset = [0.0]
+    real = time.time
+    monkeypatch.setattr(time, "time", lambda: real() + offset[0])
+    world.apply(
+        {
+            "clusterRef": {"name": CLUSTER},
+            "class": FILE_SINK,
+            "config": {"file": str(tmp_path), "topics": "orders"},  # a directory: start() fails
+            "autoRestart": {"maxRestarts": 3, "backoff": {"initialSeconds": 2, "maxSeconds": 4}},
+        }
+    )
+    began = real()
+    outcome = await world.reconcile()
+    assert real() - began < 0.5  # not settle_seconds: a new connector's failure is its own
+    assert world.reasons()["Ready"] == ("False", "TasksFailed")
+    seen, looks = time.time(), []
+    while outcome.look_at is not None:
+        looks.append(outcome.look_at)
+        offset[0] += outcome.look_at - time.time()  # the clock moves to the look asked for
+        outcome = await world.reconcile(periodic=True)
+    restarts = [c for c in writes(world) if c.method == "restart"]
+    assert len(restarts) == 3
+    assert [round(b - a, 1) for a, b in itertools.pairwise([seen, *looks])] == [2.0, 4.0, 4.0]
+    assert world.reasons()["Ready"] == ("False", "RestartLimitReached")
+    assert world.condition("Ready")["message"].startswith("gave up after 3 automatic restarts")
 
 
 async def test_no_restart_when_disabled(world: World) -> None:
@@ -541,13 +602,14 @@ async def test_no_restart_while_paused(world: World) -> None:
     assert writes(world) == []
 
 
-async def test_failed_connector_and_tasks_on_a_worker_before_3_0() -> None:
+async def test_failed_connector_and_tasks_on_a_worker_before_3_0(monkeypatch: pytest.MonkeyPatch) -> None:
     world = make_world((URL, FakeConnect(version="2.8.2")))
     await created(world, tasksMax=2)
     world.connect.connectors[NAME].plugin = world.connect.plugins[0]  # a sink: tasks.max tasks
     world.connect.connectors[NAME].task_configs = 2
     world.connect.fail_connector(NAME)
     world.connect.fail_task(NAME, 1)
+    await seen_failing(world, monkeypatch, 10)
     await world.reconcile(periodic=True)
     # no onlyFailed before KIP-745: the connector, then each failed task
     assert writes(world) == [Call("restart", (NAME, False, False)), Call("restart_task", (NAME, 1))]

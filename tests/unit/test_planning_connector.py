@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
@@ -17,11 +18,14 @@ from connectops.planning.connector import (
     UpdateConfig,
     capabilities_for,
     config_drift,
+    failing_run_start,
+    next_look,
     plan_connector,
     readiness,
     ready_run_start,
     render_config,
     restart_delay,
+    restart_due_at,
     restarts_cleared,
 )
 
@@ -171,15 +175,89 @@ def test_lock_blocks_everything_including_config() -> None:
 def test_failed_tasks_restart_with_doubling_backoff() -> None:
     s = spec(autoRestart={"backoff": {"initialSeconds": 10, "maxSeconds": 60}})
     obs = ObservedConnector(live_config=desired(s), state="RUNNING", failed_tasks=(1,), task_count=2)
-    first = plan(s, obs)
-    assert first.actions == [RestartFailed((1,), False, True)]
+    # the first look that sees the failure waits initialSeconds: it is the first sight, and it
+    # asks to be looked at again then
+    first = plan(s, obs, book=RestartBook(failing_since=None), now=1000.0)
+    assert first.actions == []
+    assert next_look(s, obs, RestartBook(failing_since=1000.0), 1000.0) == pytest.approx(1010.0)
+    assert plan(s, obs, book=RestartBook(failing_since=1000.0), now=1009.0).actions == []
+    due = plan(s, obs, book=RestartBook(failing_since=1000.0), now=1010.0)
+    assert due.actions == [RestartFailed((1,), False, True)]
     # second restart is due 20 s after the first (count 1 -> 10 * 2)
-    waiting = plan(s, obs, book=RestartBook(count=1, last_restart_at=1000.0), now=1015.0)
-    assert waiting.actions == []
-    assert waiting.requeue_after == pytest.approx(5.0)
+    book = RestartBook(count=1, last_restart_at=1000.0, failing_since=900.0)
+    assert plan(s, obs, book=book, now=1015.0).actions == []
+    assert restart_due_at(s, book, 1015.0) == pytest.approx(1020.0)
+    assert next_look(s, obs, book, 1015.0) == pytest.approx(1020.0)
     due = plan(s, obs, book=RestartBook(count=1, last_restart_at=1000.0), now=1020.0)
     assert due.actions == [RestartFailed((1,), False, True)]
     assert restart_delay(10, 10, 60) == 60
+
+
+def _restart_times(s: ConnectorSpec, failed_at: float, restarts: int) -> list[float]:
+    """When the planner restarts a task that fails again at once after each restart, first seen
+    failing at ``failed_at``, looked at when :func:`next_look` asks (and only then)."""
+    obs = ObservedConnector(live_config=desired(s), state="RUNNING", failed_tasks=(0,), task_count=1)
+    book, now, made = RestartBook(), failed_at, []
+    since = failing_run_start(True, None, now, conclusive=True)
+    for _ in range(restarts + 1):
+        book = RestartBook(book.count, book.last_restart_at, since)
+        look = next_look(s, obs, book, now)
+        if look is None:
+            break
+        now = look
+        p = plan(s, obs, book=book, now=now)
+        assert p.actions == [RestartFailed((0,), False, True)], p
+        made.append(now)
+        book = RestartBook(book.count + 1, now)
+    return made
+
+
+def test_the_restarts_come_at_their_delays_2_4_4() -> None:
+    """What the field says: initialSeconds is the delay before the first restart, counted from
+    the failure seen; each next one doubles, capped at maxSeconds, counted from the one before."""
+    s = spec(autoRestart={"maxRestarts": 3, "backoff": {"initialSeconds": 2, "maxSeconds": 4}})
+    made = _restart_times(s, 100.0, 5)
+    assert [b - a for a, b in itertools.pairwise([100.0, *made])] == [2.0, 4.0, 4.0]
+    # after the last one: a look when a next one would be due, to see the task fail again…
+    obs = ObservedConnector(live_config=desired(s), state="RUNNING", failed_tasks=(0,), task_count=1)
+    restarting = ObservedConnector(desired(s), "RUNNING", task_count=1, unsettled_tasks=((0, "RESTARTING"),))
+    book = RestartBook(3, made[-1])
+    assert next_look(s, restarting, book, made[-1] + 0.5) == made[-1] + 4
+    # …and say the limit is reached then; after that no look is asked for
+    assert plan(s, obs, book=book, now=made[-1] + 4).restart_limit_reached
+    assert next_look(s, obs, book, made[-1] + 4) is None
+
+
+def test_next_look_while_a_restart_is_on_its_way() -> None:
+    s = spec(autoRestart={"maxRestarts": 5, "backoff": {"initialSeconds": 2, "maxSeconds": 8}})
+    live = desired(s)
+    restarting = ObservedConnector(live, "RUNNING", task_count=1, unsettled_tasks=((0, "RESTARTING"),))
+    running = ObservedConnector(live, "RUNNING", task_count=1)
+    book = RestartBook(1, 100.0)
+    # before the next restart would fall due: then (a task failing again is restarted on time)
+    assert next_look(s, restarting, book, 101.0) == 104.0
+    assert next_look(s, running, book, 101.0) == 104.0
+    # past it, still on its way: every initialSeconds, until maxSeconds after the restart
+    assert next_look(s, restarting, book, 105.0) == 107.0
+    assert next_look(s, restarting, book, 108.0) is None
+    # Ready past it, or never restarted and not failing: the resync's
+    assert next_look(s, running, book, 105.0) is None
+    assert next_look(s, running, RestartBook(), 105.0) is None
+    assert next_look(s, restarting, RestartBook(), 105.0) is None
+    # a failure seen, its restart already past due (planned on an earlier look): at once
+    failed = ObservedConnector(live, "RUNNING", failed_tasks=(0,), task_count=1)
+    assert next_look(s, failed, RestartBook(1, 100.0), 120.0) == 104.0
+    # nothing to keep pace with: paused, disabled
+    assert next_look(spec(state="paused"), failed, book, 101.0) is None
+    assert next_look(spec(autoRestart={"enabled": False}), failed, book, 101.0) is None
+
+
+def test_a_failing_run_starts_at_its_first_sight_and_only_a_fresh_look_ends_it() -> None:
+    assert failing_run_start(True, None, 10.0, conclusive=False) == 10.0
+    assert failing_run_start(True, 10.0, 15.0, conclusive=True) == 10.0
+    # a shared listing may be older than the look that began the run
+    assert failing_run_start(False, 10.0, 15.0, conclusive=False) == 10.0
+    assert failing_run_start(False, 10.0, 15.0, conclusive=True) is None
 
 
 def test_restart_limit() -> None:
@@ -193,16 +271,18 @@ def test_restart_limit() -> None:
 def test_old_worker_restarts_per_task() -> None:
     s = spec()
     obs = ObservedConnector(live_config=desired(s), state="RUNNING", failed_tasks=(0,), task_count=1)
-    assert plan(s, obs, caps=capabilities_for("2.8.0")).actions == [RestartFailed((0,), False, False)]
+    seen = RestartBook(failing_since=0.0)
+    assert plan(s, obs, caps=capabilities_for("2.8.0"), book=seen).actions == [RestartFailed((0,), False, False)]
 
 
 def test_no_restart_when_paused_or_disabled() -> None:
     s = spec(state="paused")
     obs = ObservedConnector(live_config=desired(s), state="PAUSED", failed_tasks=(0,), task_count=1)
-    assert plan(s, obs).actions == []
+    seen = RestartBook(failing_since=0.0)  # long enough ago for a restart to be due
+    assert plan(s, obs, book=seen).actions == []
     s2 = spec(autoRestart={"enabled": False})
     obs2 = ObservedConnector(live_config=desired(s2), state="RUNNING", failed_tasks=(0,), task_count=1)
-    assert plan(s2, obs2).actions == []
+    assert plan(s2, obs2, book=seen).actions == []
 
 
 def test_readiness() -> None:

@@ -1,15 +1,17 @@
 """The per-cluster resync loop (connectops.reconcilers.sweep): paced, bounded, never stopped by
 one failure, members read afresh each pass, stopping promptly; and the start-up backlog: each key
-run once, in order, bounded, a failure not stopping the rest, closing cancels."""
+run once, in order, bounded, a failure not stopping the rest, closing cancels; and the delayed
+look (Later): one per key, the latest asked replaces the one before, floored, cancellable."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 
 import pytest
 
-from connectops.reconcilers.sweep import Backlog, sweep
+from connectops.reconcilers.sweep import Backlog, Later, sweep
 
 
 class Stopper:
@@ -282,3 +284,93 @@ def test_a_key_added_as_the_last_worker_finishes_is_run() -> None:
         return ran, len(backlog)
 
     assert asyncio.run(main()) == (["a", "b"], 0)
+
+
+def test_later_runs_a_key_once_when_asked_and_the_latest_ask_wins() -> None:
+    async def main() -> tuple[list[tuple[str, float]], int]:
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        ran: list[tuple[str, float]] = []
+
+        async def run(key: str) -> None:
+            ran.append((key, loop.time() - start))
+
+        later = Later(run, spacing=0.05)
+        later.at("a", 0.3)
+        later.at("a", 0.1)  # replaces the 0.3 s one: never two waiting for one key
+        later.at("b", 0.2)
+        later.at("c", 0.1)
+        later.at("c", None)  # asked not to look again
+        later.at("d", -1.0)  # a moment already past: at once (its asker may have waited up to it)
+        assert len(later) == 3
+        await asyncio.sleep(0.5)
+        return ran, len(later)
+
+    ran, waiting = asyncio.run(main())
+    assert [key for key, _ in ran] == ["d", "a", "b"]
+    assert ran[0][1] < 0.05
+    assert 0.1 <= ran[1][1] < 0.25
+    assert 0.2 <= ran[2][1] < 0.35
+    assert waiting == 0
+
+
+def test_later_runs_of_a_key_start_spacing_apart_so_a_run_asking_again_cannot_spin() -> None:
+    async def main() -> list[float]:
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        ran: list[float] = []
+
+        async def run(key: str) -> None:
+            ran.append(loop.time() - start)
+            later.at(key, 0.0)  # a look that finds its moment a hair early asks again at once
+
+        later = Later(run, spacing=0.1)
+        later.at("a", 0.0)
+        await asyncio.sleep(0.35)
+        await later.close()
+        return ran
+
+    ran = asyncio.run(main())
+    assert 3 <= len(ran) <= 4
+    assert all(b - a >= 0.09 for a, b in itertools.pairwise(ran))
+
+
+def test_later_cancel_and_close() -> None:
+    async def main() -> tuple[list[str], list[str], int]:
+        ran: list[str] = []
+        cancelled: list[str] = []
+
+        async def run(key: str) -> None:
+            ran.append(key)
+            try:
+                await asyncio.sleep(60)
+            except asyncio.CancelledError:
+                cancelled.append(key)
+                raise
+
+        later = Later(run, spacing=0.01)
+        later.at("deleted", 0.05)
+        later.cancel("deleted")  # its object is gone
+        later.at("running", 0.01)
+        later.at("waiting", 30)
+        await asyncio.sleep(0.1)
+        await later.close()
+        return ran, cancelled, len(later)
+
+    ran, cancelled, waiting = asyncio.run(main())
+    assert ran == ["running"]
+    assert cancelled == ["running"]
+    assert waiting == 0
+
+
+def test_a_failing_later_run_is_logged(caplog: pytest.LogCaptureFixture) -> None:
+    async def main() -> None:
+        async def run(key: str) -> None:
+            raise RuntimeError(key)
+
+        later = Later(run, spacing=0.01)
+        later.at("x", 0.01)
+        await asyncio.sleep(0.1)
+
+    asyncio.run(main())
+    assert "delayed reconcile of x failed" in caplog.text

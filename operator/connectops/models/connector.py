@@ -155,8 +155,20 @@ class ConverterVersions(CamelModel):
 
 
 class RestartBackoff(CamelModel):
-    initial_seconds: int = Field(default=10, ge=1, description="Delay before the first restart.")
-    max_seconds: int = Field(default=600, ge=1, description="Upper bound of the doubling delay.")
+    """The waits before automatic restarts: ``initialSeconds: 2, maxSeconds: 4`` restarts a task
+    that keeps failing 2 s after the failure is seen, then 4 s and 4 s after each restart."""
+
+    initial_seconds: int = Field(
+        default=10,
+        ge=1,
+        description="Delay before the first restart, counted from when the operator sees the failure.",
+    )
+    max_seconds: int = Field(
+        default=600,
+        ge=1,
+        description="Upper bound of the delay, which doubles with each restart and counts from the restart before; "
+        "also how long the connector must stay Ready after the last restart for the count to start again.",
+    )
 
 
 class AutoRestart(CamelModel):

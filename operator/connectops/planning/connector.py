@@ -144,6 +144,10 @@ class ObservedConnector:
 class RestartBook:
     count: int = 0
     last_restart_at: float | None = None
+    #: when the operator first saw the connector failing, in the unbroken run of looks that saw
+    #: it so (:func:`failing_run_start`); None: not seen failing (the first look that sees it
+    #: counts as the first sight). The first restart of a count counts its delay from here.
+    failing_since: float | None = None
 
 
 @dataclass
@@ -152,7 +156,6 @@ class ConnectorPlan:
     needs_validation: bool = False
     drift: list[str] = field(default_factory=list)
     blocked_reason: str | None = None
-    requeue_after: float | None = None
     restart_limit_reached: bool = False
     unsupported: str | None = None
 
@@ -186,8 +189,75 @@ def ready_run_start(ready: bool, since: float | None, now: float) -> float | Non
 
 
 def restart_delay(count: int, initial: float, maximum: float) -> float:
-    """Doubling backoff: initial, 2*initial, 4*initial … capped at maximum."""
+    """The wait before the restart that follows ``count`` restarts: initial, 2*initial,
+    4*initial … capped at maximum."""
     return float(min(initial * (2 ** min(count, 30)), maximum))
+
+
+def failing(observed: ObservedConnector) -> bool:
+    """The connector or one of its tasks is FAILED: what an automatic restart is for."""
+    return observed.connector_failed or bool(observed.failed_tasks)
+
+
+def failing_run_start(seen_failing: bool, since: float | None, now: float, *, conclusive: bool) -> float | None:
+    """The first look of the unbroken run of looks that saw the connector failing, this one
+    included (None: it is not failing). ``conclusive``: this look was read just now; one from a
+    shared listing may be older than the look that began the run, so it never ends one."""
+    if seen_failing:
+        return now if since is None else since
+    return None if conclusive else since
+
+
+def restart_due_at(spec: ConnectorSpec, restarts: RestartBook, now: float) -> float:
+    """When the next automatic restart falls due: ``initialSeconds`` after the failure was first
+    seen, then each next one the doubled delay (capped at ``maxSeconds``) after the one before.
+    So ``initialSeconds: 2, maxSeconds: 4`` restarts 2, 4 and 4 s apart; the delay is what the
+    field says it is, a wait before the restart, never an immediate first one."""
+    backoff = spec.auto_restart.backoff
+    delay = restart_delay(restarts.count, backoff.initial_seconds, backoff.max_seconds)
+    if restarts.count > 0 and restarts.last_restart_at is not None:
+        return restarts.last_restart_at + delay
+    return (now if restarts.failing_since is None else restarts.failing_since) + delay
+
+
+def restart_limit_reached(spec: ConnectorSpec, observed: ObservedConnector, restarts: RestartBook) -> bool:
+    """The connector is failing after as many automatic restarts as ``maxRestarts`` allows."""
+    auto = spec.auto_restart
+    if DesiredState(spec.state) is not DesiredState.RUNNING or not auto.enabled or auto.max_restarts is None:
+        return False
+    return failing(observed) and restarts.count >= auto.max_restarts
+
+
+def next_look(spec: ConnectorSpec, observed: ObservedConnector, restarts: RestartBook, now: float) -> float | None:
+    """When the operator must look at the connector again, sooner than its resync, for the
+    automatic restarts to keep their pace whatever the resync period (None: nothing to keep
+    pace with). ``observed`` and ``restarts`` are as the reconcile left them.
+
+    - failing, limit not reached: when the next restart falls due (at once when it is past:
+      a restart planned on an earlier look, made due meanwhile);
+    - a restart made and the task not failing (yet): when the next one would fall due, so a
+      task that fails again in ``start()`` is restarted on time (or, after the last restart
+      the limit allows, is said to have reached it on time); past that, while the restart
+      is still on its way (not Ready: RESTARTING, UNASSIGNED), every ``initialSeconds``, until
+      ``maxSeconds`` after the restart. A Ready connector, or one that never failed, is the
+      resync's: a failure it sees is restarted ``initialSeconds`` after it saw it.
+
+    Bounded: each look asks for at most one next look, none once the limit is reached and
+    seen, and after the last restart the unsettled looks end within ``maxSeconds``."""
+    auto = spec.auto_restart
+    if DesiredState(spec.state) is not DesiredState.RUNNING or not auto.enabled:
+        return None
+    due = restart_due_at(spec, restarts, now)
+    if failing(observed):
+        # at the limit this look says so (RestartLimitReached): nothing more to look for
+        return None if restart_limit_reached(spec, observed, restarts) else due
+    if restarts.count == 0 or restarts.last_restart_at is None:
+        return None
+    if due > now:
+        return due
+    if readiness(spec, observed).ready or now - restarts.last_restart_at >= auto.backoff.max_seconds:
+        return None
+    return now + auto.backoff.initial_seconds
 
 
 def plan_connector(
@@ -210,8 +280,8 @@ def plan_connector(
     - config: create when missing, PUT only when the normalised config differs (both after a
       successful validation);
     - state: pause/resume/stop only when Connect's state differs from the desired one;
-    - failures: restart failed connector/tasks with doubling backoff, only while running is
-      desired (a paused connector's failed tasks are the user's business).
+    - failures: restart failed connector/tasks with doubling backoff (:func:`restart_due_at`),
+      only while running is desired (a paused connector's failed tasks are the user's business).
     """
     plan = ConnectorPlan()
     desired_state = DesiredState(spec.state)
@@ -253,30 +323,18 @@ def plan_connector(
     if state != target and not transitional and not failed_while_running:
         plan.actions.append(SetState(desired_state, state))
 
-    if desired_state is DesiredState.RUNNING and spec.auto_restart.enabled:
-        failing = observed.connector_failed or bool(observed.failed_tasks)
-        if failing:
-            limit = spec.auto_restart.max_restarts
-            if limit is not None and restarts.count >= limit:
-                plan.restart_limit_reached = True
-            else:
-                delay = restart_delay(
-                    restarts.count,
-                    spec.auto_restart.backoff.initial_seconds,
-                    spec.auto_restart.backoff.max_seconds,
+    # a restart not due yet is looked at again when it is: next_look, on what the reconcile leaves
+    if desired_state is DesiredState.RUNNING and spec.auto_restart.enabled and failing(observed):
+        if restart_limit_reached(spec, observed, restarts):
+            plan.restart_limit_reached = True
+        elif now >= restart_due_at(spec, restarts, now):
+            plan.actions.append(
+                RestartFailed(
+                    failed_tasks=observed.failed_tasks,
+                    connector_failed=observed.connector_failed,
+                    use_only_failed=caps.restart_only_failed,
                 )
-                due = restarts.last_restart_at is None or now - restarts.last_restart_at >= delay
-                if due:
-                    plan.actions.append(
-                        RestartFailed(
-                            failed_tasks=observed.failed_tasks,
-                            connector_failed=observed.connector_failed,
-                            use_only_failed=caps.restart_only_failed,
-                        )
-                    )
-                else:
-                    assert restarts.last_restart_at is not None
-                    plan.requeue_after = delay - (now - restarts.last_restart_at)
+            )
     return plan
 
 

@@ -104,6 +104,9 @@ class Outcome:
 
     status: dict[str, Any] = field(default_factory=dict)
     error: BaseException | None = None
+    #: when (wall-clock seconds) the object is to be reconciled again, sooner than its resync
+    #: would: an automatic restart falling due (None: the resync is soon enough)
+    look_at: float | None = None
 
 
 def status_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:

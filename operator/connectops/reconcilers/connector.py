@@ -33,7 +33,7 @@ from connectops.adapters.connect_rest import (
 )
 from connectops.adapters.kube import KubeClient, KubeError, KubeObjectMissing, Lock, SecretKeyMissing
 from connectops.errors import NotReadyYet, SpecInvalid, WorkerStarting
-from connectops.models.base import epoch_of, utcnow_iso
+from connectops.models.base import epoch_of, iso_ms
 from connectops.models.checks import LastCheck
 from connectops.models.connect_cluster import Capabilities
 from connectops.models.connector import (
@@ -58,11 +58,16 @@ from connectops.planning.connector import (
     RestartFailed,
     SetState,
     UpdateConfig,
+    failing,
+    failing_run_start,
+    next_look,
     plan_connector,
     plugin_missing,
     readiness,
     ready_run_start,
     render_config,
+    restart_due_at,
+    restart_limit_reached,
     restarts_cleared,
 )
 from connectops.planning.interruption import InterruptionWatch
@@ -115,6 +120,12 @@ class ConnectorObject:
 
 
 _T = TypeVar("_T")
+
+#: how long before the next automatic restart falls due the wait after a restart ends: what is
+#: left of that reconcile (its status write, under the object's lock) is done by then, so the
+#: look that makes the next restart starts on time, not after it (measured at up to a second
+#: late on a loaded 2-core machine without it)
+RESTART_LOOK_AHEAD_SECONDS = 0.5
 
 
 async def _config_and_status(client: ConnectApi, connector: str) -> tuple[dict[str, str] | None, ConnectorState | None]:
@@ -190,6 +201,10 @@ class ConnectorReconciler:
         #: per object: when its current unbroken run of Ready observations began (in memory: a
         #: new process starts the run again, which only delays clearing a restart count)
         self._ready_since: dict[str, float] = {}
+        #: per object: when its current unbroken run of failing observations began, what its
+        #: first automatic restart counts from (in memory: a new process sees the failure anew
+        #: and waits ``initialSeconds`` again, which only delays that restart)
+        self._failing_since: dict[str, float] = {}
         self._on_create = OffsetsOnCreate(kube)
         self._missing_plugin: dict[str, str] = {}
         #: the latest check this process launched or read per object (see :meth:`_check`)
@@ -220,11 +235,15 @@ class ConnectorReconciler:
         acted = max(obj.status.observed_generation or 0, self._generations.get(obj.uid, 0))
         if periodic and obj.generation is not None and acted < obj.generation:
             periodic = False
-        error = await self._reconcile(obj, emit, (periodic, listed), (rivals, old_claims), status, conditions)
+        outcome = Outcome()
+        outcome.error = await self._reconcile(
+            obj, emit, (periodic, listed), (rivals, old_claims), status, conditions, outcome
+        )
         status.conditions = conditions.items
         if obj.generation is not None:
             self._generations[obj.uid] = obj.generation
-        return Outcome(status=status.patch(), error=error)
+        outcome.status = status.patch()
+        return outcome
 
     async def _reconcile(
         self,
@@ -234,9 +253,10 @@ class ConnectorReconciler:
         claims: tuple[Sequence[Claim], Sequence[Claim]],
         status: ConnectorStatus,
         conditions: Conditions,
+        outcome: Outcome,
     ) -> BaseException | None:
-        """Decide and act; what was decided goes into ``status`` and ``conditions``, what to retry
-        on is returned."""
+        """Decide and act; what was decided goes into ``status`` and ``conditions``, when to look
+        again into ``outcome``, what to retry on is returned."""
         try:
             spec = ConnectorSpec.model_validate(obj.spec)
         except ValidationError as exc:
@@ -270,7 +290,7 @@ class ConnectorReconciler:
             now = time.monotonic()
             rotation = rotated_refs(refs, lambda secret: self._rotations.recent(obj.namespace, secret, now))
             renamed = await self._renamed_claims(spec, cluster, old_claims)
-            await self._apply(
+            outcome.look_at = await self._apply(
                 obj,
                 spec,
                 connector,
@@ -357,7 +377,8 @@ class ConnectorReconciler:
         trigger: tuple[bool, Callable[[str], bool] | None],
         rotation: Mapping[str, tuple[str, str]],
         renamed_claims: tuple[tuple[str, str], ...] = (),
-    ) -> None:
+    ) -> float | None:
+        """Carry out the plan; when the automatic restarts need the next look (None: the resync's)."""
         client = cluster.client
         periodic, listed = trigger
         _, caps = await cluster.capabilities(self._settings.capabilities_ttl_seconds)
@@ -370,7 +391,7 @@ class ConnectorReconciler:
         book_raw = self._books.get(obj.uid) or obj.status.auto_restart
         if _reconcile_paused(obj, conditions):
             self._report(status, state, book_raw)
-            return
+            return None
         new = NewConnector(
             client,
             obj.namespace,
@@ -386,28 +407,28 @@ class ConnectorReconciler:
         pending = await self._on_create.pending(new, status, conditions, emit)
         if pending:
             self._report(status, state, book_raw)
-            return
+            return None
         if pending is False:  # applied just now: the reset moved the connector, look again
             live, state = await _config_and_status(client, connector)
             fresh = True
-        book = RestartBook(count=book_raw.count, last_restart_at=epoch_of(book_raw.last_restart_time))
+        book = _book(book_raw)
         plan, live, state = await self._planned(
             obj, spec, cluster, connector, desired, caps, book, (live, state, fresh)
         )
         if _plan_held(plan, conditions):
             self._report(status, state, book_raw)
-            return
+            return None
 
         if plan.needs_validation and not await self._validated(obj, spec, cluster, desired, redactor, conditions, emit):
             self._report(status, state, book_raw)
-            return
+            return None
         conditions.set("Valid", True, "Validated", "Connect accepted the configuration")
 
         created = any(isinstance(a, Create) for a in plan.actions)
         if created and on_create_plan.needs_reset(spec.offsets):
             await self._on_create.create(new, caps, status, conditions, emit)
             self._report(status, state, book_raw)
-            return
+            return None
         book_raw, watch, feed = await self._act_all(
             plan.actions, cluster, connector, desired, state, book, book_raw, emit, periodic, rotation
         )
@@ -419,16 +440,18 @@ class ConnectorReconciler:
             # polls of the REST status must follow the change from its start; the status records
             # keep, so that watch can wait until the check is launched (below)
             rest_watch = watch if feed is None else None
-            state = await self._settle(client, connector, spec, rest_watch)
+            until = _settle_until(spec, plan, book_raw)
+            state = await self._settle(client, connector, spec, rest_watch, until=until, created=created)
             change_cost.publish(rest_watch, status, emit)
             live = desired
         ready = readiness(spec, observe(state, live))
-        if plan.restart_limit_reached:
+        # or seen now: the task failed again after the last restart the limit allows
+        if plan.restart_limit_reached or restart_limit_reached(spec, observe(state, live), _book(book_raw)):
             conditions.set(
                 "Ready",
                 False,
                 "RestartLimitReached",
-                f"gave up after {book.count} automatic restarts; restart manually or raise autoRestart.maxRestarts",
+                f"gave up after {book_raw.count} automatic restarts; restart manually or raise autoRestart.maxRestarts",
                 event_on_change=True,
                 warning=True,
             )
@@ -437,6 +460,7 @@ class ConnectorReconciler:
         if self._restarts_cleared(obj.uid, spec, ready.ready, book):
             book_raw = self._books[obj.uid] = AutoRestartStatus(count=0, last_restart_time=book_raw.last_restart_time)
         self._report(status, state, book_raw)
+        look = self._look(obj.uid, spec, observe(state, live), book_raw, conclusive=bool(plan.actions))
         if state is not None:
             await self._restarts(obj, spec, cluster, connector, state, book_raw, status, emit)
         await self._check(obj, spec, connector, cluster, plan.actions, conditions, status)
@@ -444,6 +468,7 @@ class ConnectorReconciler:
             # after the check is launched: the check follows the change, not the end of its watch
             await self._settle(client, connector, spec, watch, feed)
             change_cost.publish(watch, status, emit)
+        return look
 
     def _restarts_cleared(self, uid: str, spec: ConnectorSpec, ready: bool, book: RestartBook) -> bool:
         """Records this observation in the object's run of Ready ones; whether its restart
@@ -455,6 +480,22 @@ class ConnectorReconciler:
         else:
             self._ready_since[uid] = since
         return restarts_cleared(spec, ready, book, now, since)
+
+    def _seen(self, uid: str, book: RestartBook, observed: ObservedConnector, *, conclusive: bool) -> RestartBook:
+        """Records this observation in the object's run of failing ones; the book with its start."""
+        since = failing_run_start(failing(observed), self._failing_since.get(uid), time.time(), conclusive=conclusive)
+        if since is None:
+            self._failing_since.pop(uid, None)
+        else:
+            self._failing_since[uid] = since
+        return RestartBook(book.count, book.last_restart_at, since)
+
+    def _look(
+        self, uid: str, spec: ConnectorSpec, observed: ObservedConnector, book: AutoRestartStatus, *, conclusive: bool
+    ) -> float | None:
+        """When the automatic restarts need this connector looked at again (planning.connector.next_look)."""
+        seen = self._seen(uid, _book(book), observed, conclusive=conclusive)
+        return next_look(spec, observed, seen, time.time())
 
     async def _planned(
         self,
@@ -480,6 +521,7 @@ class ConnectorReconciler:
         before anything is done (the reset stops a running connector: a Connector whose spec
         says running then has something to do)."""
         live, state, fresh = seen
+        book = self._seen(obj.uid, book, observe(state, live), conclusive=fresh)
         plan = plan_connector(spec, desired, observe(state, live), caps, locked_by=None, restarts=book, now=time.time())
         # the restart book is reset once the connector is seen Ready: that too is a decision
         # (CI25: a listing taken while a failing task was briefly RUNNING reset it each time)
@@ -490,6 +532,7 @@ class ConnectorReconciler:
             live, state = await _config_and_status(cluster.client, connector)
         lock = await self._reset_lock(obj.namespace, cluster, connector)
         locked_by = _holder_text(lock.holder, obj.namespace) if lock else None
+        book = self._seen(obj.uid, book, observe(state, live), conclusive=True)
         plan = plan_connector(
             spec, desired, observe(state, live), caps, locked_by=locked_by, restarts=book, now=time.time()
         )
@@ -655,7 +698,9 @@ class ConnectorReconciler:
                 f"restarted failed {'connector and ' if action.connector_failed else ''}"
                 f"tasks {list(action.failed_tasks)} (restart {book.count + 1})",
             )
-            return AutoRestartStatus(count=book.count + 1, last_restart_time=utcnow_iso())
+            # to the millisecond: the next restart's delay counts from it, and a time cut to the
+            # second would bring that restart up to a second early
+            return AutoRestartStatus(count=book.count + 1, last_restart_time=iso_ms(time.time()))
         return book_raw
 
     async def _restarts(
@@ -800,18 +845,35 @@ class ConnectorReconciler:
         spec: ConnectorSpec,
         watch: InterruptionWatch | None = None,
         feed: StatusFeed | None = None,
+        *,
+        until: float | None = None,
+        created: bool = False,
     ) -> ConnectorState | None:
         """Poll until Connect reports the desired state (and, after a change that stops tasks,
         until they are back: what it cost), so Ready is right on the first status write instead
-        of one resync later. Bounded: the timer catches slow workers."""
+        of one resync later; or until it reports a failure that came after the change, which
+        waiting cannot mend and which the automatic restarts time from when it is seen. A
+        failure came after the change when the connector was just ``created``, else once the
+        connector or task was seen otherwise first: Connect's status can show the failure from
+        before a change for a moment after it (a task that fails in ``start()`` again after a
+        restart is seen otherwise for tens of milliseconds at most, so ``until`` bounds that
+        wait). Bounded: by ``settleSeconds`` and by ``until`` (a wall-clock time), and the
+        timer catches slow workers."""
         deadline = time.monotonic() + self._settings.settle_seconds
+        if until is not None:
+            deadline = min(deadline, time.monotonic() + until - time.time())
         backoff = Backoff()
+        changed = created
         while True:
             sent = time.time()
             state = await client.get_status(connector)
             watched = await change_cost.observe(watch, feed, state, sent)
-            if watched and state is not None and readiness(spec, observe(state, {})).ready:
+            seen = observe(state, {})
+            if watched and state is not None and readiness(spec, seen).ready:
                 return state
+            if watched and changed and failing(seen):
+                return state
+            changed = changed or not failing(seen)
             if time.monotonic() >= deadline:
                 return state
             await backoff.wait()
@@ -852,7 +914,14 @@ class ConnectorReconciler:
     async def delete(self, obj: ConnectorObject, emit: EmitEvent, *, rivals: Sequence[Claim] = ()) -> None:
         """Remove the connector from Connect. A vanished ConnectCluster cannot be reached any
         more, so the finalizer is released with a warning instead of blocking deletion forever."""
-        for memo in (self._last_checks, self._books, self._acted, self._ready_since, self._generations):
+        for memo in (
+            self._last_checks,
+            self._books,
+            self._acted,
+            self._ready_since,
+            self._failing_since,
+            self._generations,
+        ):
             memo.pop(obj.uid, None)
         self._checks.batches.withdraw(obj.uid)
         try:
@@ -961,6 +1030,19 @@ def _reconcile_paused(obj: ConnectorObject, conditions: Conditions) -> bool:
     if conditions.get("ReconcilePaused") is not None:
         conditions.set("ReconcilePaused", False, "AnnotationRemoved", "reconciling", event_on_change=True)
     return False
+
+
+def _book(book: AutoRestartStatus) -> RestartBook:
+    """The restart bookkeeping as stored, as the planner takes it."""
+    return RestartBook(count=book.count, last_restart_at=epoch_of(book.last_restart_time))
+
+
+def _settle_until(spec: ConnectorSpec, plan: ConnectorPlan, book: AutoRestartStatus) -> float | None:
+    """After an automatic restart, the wait for the connector to settle ends before the next
+    restart falls due: the look that restart needs is the next reconcile (None: no restart)."""
+    if not any(isinstance(a, RestartFailed) for a in plan.actions):
+        return None
+    return restart_due_at(spec, _book(book), time.time()) - RESTART_LOOK_AHEAD_SECONDS
 
 
 def _plan_held(plan: ConnectorPlan, conditions: Conditions) -> bool:

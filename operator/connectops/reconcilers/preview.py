@@ -105,9 +105,10 @@ class Previewer:
         live = await client.get_config(name)
         state = await client.get_status(name)
         observed = observe(state, live)
-        decided = plan_connector(
-            spec, desired, observed, caps, locked_by=None, restarts=RestartBook(0, None), now=time.time()
-        )
+        # a failure as if seen long ago: the preview says what the operator does about it, not
+        # when (its first restart comes initialSeconds after the operator sees it)
+        seen = RestartBook(0, None, failing_since=0.0)
+        decided = plan_connector(spec, desired, observed, caps, locked_by=None, restarts=seen, now=time.time())
         if decided.unsupported:
             plan.errors.append(decided.unsupported)
             return

@@ -18,6 +18,9 @@ never stops the loop.
 and the resume is queued here rather than run in kopf's handler, so kopf's own per-object work
 (the watch event, its cause detection, its logs) goes on while the queued resyncs wait for the
 worker group's one listing, instead of after it.
+
+:class:`Later` is the in-between: one object's resync sooner than its pass, when a reconcile
+needs it (an automatic restart falls due seconds from now, the pass comes once a period).
 """
 
 from __future__ import annotations
@@ -152,3 +155,81 @@ class Backlog:
         for task in workers:
             task.cancel()
         await asyncio.gather(*workers, return_exceptions=True)
+
+
+class Later:
+    """At most one delayed run per key: a reconcile that needs its object looked at again
+    sooner than the sweep comes by (an automatic restart falling due) asks for it here.
+
+    Why not kopf's own means: a ``TemporaryError(delay=...)`` is a failure (kopf logs it, keeps
+    a progress annotation on the object and counts its retries), and a kopf timer per object is
+    what the sweep replaced (see the module's docstring). Here a pending run costs a timer handle;
+    the task exists only while it runs.
+
+    Bounded: asking again replaces the key's pending run (the latest reconcile has the freshest
+    view), so a key never has more than one waiting; a key's runs start at least ``spacing``
+    apart, so runs that keep asking to run at once cannot spin (a run asked for a moment already
+    past starts at once otherwise: the reconcile that asked may have waited up to it); :meth:`cancel`
+    drops a key's (its object is deleted), :meth:`close` every one. A failing ``run`` is logged,
+    as in :class:`Backlog`.
+    """
+
+    def __init__(self, run: Callable[[str], Awaitable[None]], *, spacing: float) -> None:
+        self._run = run
+        self._spacing = spacing
+        self._pending: dict[str, asyncio.TimerHandle] = {}
+        #: when each key's last run started (loop time), while it can still delay the next
+        self._started: dict[str, float] = {}
+        self._running: set[asyncio.Task[None]] = set()
+
+    def at(self, key: str, delay: float | None) -> None:
+        """Run ``key`` ``delay`` seconds from now instead of whenever it was to run; None: not at all."""
+        handle = self._pending.pop(key, None)
+        if handle is not None:
+            handle.cancel()
+        last = self._started.get(key)
+        if last is None and delay is None:
+            return
+        loop = asyncio.get_running_loop()
+        earliest = 0.0 if last is None else last + self._spacing - loop.time()
+        if delay is None:
+            if earliest <= 0:
+                self._started.pop(key, None)  # kept only while it can still space a run
+            return
+        self._pending[key] = loop.call_later(max(delay, earliest, 0.0), self._start, key)
+
+    def cancel(self, key: str) -> None:
+        """Forget ``key``: its object is gone (a run at work goes on, and finds it gone)."""
+        self.at(key, None)
+        self._started.pop(key, None)
+
+    def __len__(self) -> int:
+        """Keys with a run waiting."""
+        return len(self._pending)
+
+    def _start(self, key: str) -> None:
+        self._pending.pop(key, None)
+        loop = asyncio.get_running_loop()
+        self._started[key] = loop.time()
+        task = loop.create_task(self._one(key), name=f"look again at {key}")
+        self._running.add(task)
+        task.add_done_callback(self._running.discard)
+
+    async def _one(self, key: str) -> None:
+        try:
+            await self._run(key)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # a bug in one must not go unseen, nor end the others'
+            logger.exception("delayed reconcile of %s failed", key)
+
+    async def close(self) -> None:
+        """Drop what waits and cancel what runs."""
+        for handle in self._pending.values():
+            handle.cancel()
+        self._pending.clear()
+        self._started.clear()
+        running = list(self._running)
+        for task in running:
+            task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)

@@ -457,7 +457,7 @@ class _Kafka:
             return None
         if not description.members and _state_name(description.state) in ACTIVE_GROUP_STATES:
             # Kafka never has an active group without members; a broker answering so does not
-            # report membership (Tansu 0.6 does this), which is "unknown", not "nobody".
+            # report membership (some Kafka-protocol brokers do), which is "unknown", not "nobody".
             self.notes.append(
                 f"{self.label}: describe_consumer_groups({group}) reported state "
                 f"{_state_name(description.state)} with no members: membership unknown"

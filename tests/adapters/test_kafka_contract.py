@@ -1,8 +1,6 @@
 """The Kafka calls of an offset reset (``reset_run.KafkaApi``), one contract for ``FakeKafka`` and
-for ``KafkaOffsets`` against a real broker (Tansu): same values, same errors. No scenario rests on
-one of Tansu's known deviations from Apache Kafka (tests/adapters/test_kafka_offsets.py lists
-them: ListOffsets by timestamp, the end offset after a multi-record batch, members of an active
-group), so records are produced one at a time and groups are written only through the admin API.
+for ``KafkaOffsets`` against a real Apache Kafka broker: same values, same errors. Groups are
+written only through the admin API.
 """
 
 from __future__ import annotations
@@ -40,15 +38,15 @@ class Backend:
         self.broker.wait_for_leaders(topic, partitions)
 
     def produce(self, topic: str, partition: int, count: int) -> None:
-        """``count`` records, each flushed on its own (one record per batch)."""
+        """``count`` records, batched as a producer does."""
         if self.fake is not None:
             self.fake.produce(topic, partition, count)
             return
         assert self.broker is not None
-        producer = Producer({"bootstrap.servers": self.broker.bootstrap, "linger.ms": 0})
+        producer = Producer({"bootstrap.servers": self.broker.bootstrap, "linger.ms": 20})
         for i in range(count):
             producer.produce(topic, value=b"%d" % i, partition=partition)
-            assert producer.flush(10) == 0
+        assert producer.flush(10) == 0
 
 
 @pytest.fixture(params=["fake", pytest.param("real", marks=pytest.mark.e2e)])

@@ -270,6 +270,11 @@ async def test_config_map_is_created_never_replaced(backend: Backend) -> None:
     assert (cm.metadata.labels, cm.metadata.annotations) == (None, None)  # empty maps are not kept
     with pytest.raises(KubeObjectMissing, match=f"ConfigMap {ns}/nope not found"):
         await backend.api.config_map(ns, "nope")
+    # a dry run checks the create and stores nothing; a taken name is said the same way
+    assert await backend.api.create_config_map(ns, "backup-3", data={}, dry_run=True)
+    with pytest.raises(KubeObjectMissing):
+        await backend.api.config_map(ns, "backup-3")
+    assert not await backend.api.create_config_map(ns, "backup-1", data={}, dry_run=True)
 
 
 async def test_reset_lock_transfer(backend: Backend) -> None:

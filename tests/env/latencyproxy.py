@@ -6,7 +6,7 @@ source tasks) costs nothing. On a real network every request waits for a round t
 accumulated meanwhile wait for the next request, and ``batch.size`` caps how many of them one
 request can take. This proxy puts that round trip back::
 
-    with LatencyProxy(("127.0.0.1", tansu.port), delay=0.040) as proxy:
+    with LatencyProxy(("127.0.0.1", broker.port), delay=0.040) as proxy:
         ...  # clients bootstrap to proxy.address
 
 It reads the client's byte stream as Kafka request frames (a 4-byte big-endian length, then that

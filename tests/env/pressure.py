@@ -13,19 +13,17 @@ records per request, and committed offsets behind the records polled.
 Loopback hides all of this (a request is acknowledged within a millisecond), so ``PressureEnv``
 puts a ``LatencyProxy`` between every client and the broker:
 
-* its own Tansu broker, whose advertised listener is the proxy's port, so every client (the
+* its own Apache Kafka broker, whose advertised listener is the proxy's port, so every client (the
   worker's own producers and consumers and the task producers) goes through the proxy after
   bootstrap;
 * the proxy, adding ``latency_ms`` to every request frame;
 * one Connect worker with ``promreporter.jar`` on its class path (``metric.reporters`` and
   ``producer.metric.reporters``), serving Strimzi's JMX-exporter names at ``metrics_url``, and
   ``floodsource.jar`` (a rate-limited source whose offsets count records);
-* the producer settings of Kafka 4.3 itself (``batch.size`` 16384, ``linger.ms`` 5), undoing the
-  one-record batches the other test workers use (tests/env/records.py explains those).
+* the producer settings of Kafka itself (``batch.size`` 16384, ``linger.ms`` 5).
 
-Never read end offsets here: KafkaBroker reports a partition's end offset per batch, not per record,
-and these producers batch. Committed source offsets are read by consuming the worker's offsets
-topic (``OffsetsTail``); record counts, where needed, by consuming.
+Committed source offsets are read by consuming the worker's offsets topic (``OffsetsTail``);
+record counts, where needed, by consuming.
 
     with PressureEnv(root, latency_ms=40) as env:
         env.create_topic("flood")
@@ -305,7 +303,7 @@ class Phase:
 
 
 class PressureEnv:
-    """Tansu behind a ``LatencyProxy``, and a Connect worker whose metrics a Prometheus endpoint
+    """An Apache Kafka broker behind a ``LatencyProxy``, and a Connect worker whose metrics a Prometheus endpoint
     serves under Strimzi's names (see the module docstring)."""
 
     def __init__(
@@ -321,7 +319,7 @@ class PressureEnv:
         self.root.mkdir(parents=True, exist_ok=True)
         self.latency_ms = latency_ms
         self.proxy_port = free_port()
-        self.kafka = KafkaBroker(root, name=f"{name}-tansu", advertised_port=self.proxy_port)
+        self.kafka = KafkaBroker(root, name=f"{name}-kafka", advertised_port=self.proxy_port)
         self.proxy = LatencyProxy(("127.0.0.1", self.kafka.port), delay=latency_ms / 1000, port=self.proxy_port)
         self.metrics_port = free_port()
         reporters = f"org.apache.kafka.common.metrics.JmxReporter,{PROM_REPORTER}"

@@ -1,10 +1,10 @@
 """MirrorMaker 2 lag, proven end to end: a real Connect worker running the MM2-shaped connectors
 (tests/env/plugins/mm2shapes; the real connect-mirror jars are not obtainable here), the real
-broker (Tansu), the job's own collection and metrics, and a hand computation from what the
+Apache Kafka broker, the job's own collection and metrics, and a hand computation from what the
 broker holds, read independently of the job:
 
-- source log-ends by READING every record of each partition (never from watermarks: KafkaBroker's
-  are wrong after a multi-record batch), and checking the offsets are dense;
+- source log-ends by READING every record of each partition (not from the watermarks the job
+  reads), and checking the offsets are dense;
 - MM2's stored offsets by reading the worker's offsets topic itself (the job asks Connect's
   ``GET /offsets``, which is Connect's reading of that same topic);
 - checkpoints by decoding the checkpoints topic's records here, and the group's committed
@@ -185,7 +185,7 @@ def mirror(kafka: KafkaBroker, worker: ConnectWorker) -> Iterator[dict[str, Any]
         for partition, count in counts.items():
             for i in range(count):
                 producer.produce(upstream, value=b"v%d" % i, partition=partition)
-                producer.flush(10)  # one record per batch: see the module docstring
+        assert producer.flush(10) == 0
 
     for partition in range(PARTITIONS):
         for i in range(SHIFT):

@@ -13,8 +13,8 @@ them in a worker thread, e.g. ``await asyncio.to_thread(kafka.read_connector_off
 short-lived consumer or producer (their delivery callbacks and positions must not mix between
 callers); only the thread-safe AdminClient is shared.
 
-Written for Apache Kafka. Brokers that speak the protocol but implement less of it (the tests
-run against Tansu) surface as the same typed errors; see the tests for what differs there.
+Written for, and tested against, Apache Kafka. Brokers that speak the protocol but implement
+less of it surface as the same typed errors.
 
 One module per concern, :class:`KafkaOffsets` composes them:
 

@@ -77,9 +77,8 @@ class TopicReader(KafkaClient):
                 for tp in consumer.position([TopicPartition(topic, p) for p in todo]):
                     if tp.offset >= 0 and tp.offset >= todo.get(tp.partition, 0):
                         todo.pop(tp.partition, None)
-            # Records already fetched beyond the end offsets are newer still: take them too. (On
-            # brokers that report an end offset inside the last batch - Tansu does - they are the
-            # rest of that batch.)
+            # Records already fetched beyond the end offsets are newer still: take them too (and
+            # on a broker that reports an end offset inside the last batch, the rest of it).
             while time.monotonic() < deadline and (extra := consumer.consume(num_messages=_BATCH, timeout=0)):
                 batch = self._records(extra, operation)
                 read += len(batch)

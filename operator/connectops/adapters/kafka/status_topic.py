@@ -47,7 +47,7 @@ class StatusTopic(TopicAdmin, TopicReader):
     ) -> tuple[list[TaskEvent], dict[int, int]]:
         """The task records of ``connector`` written after ``since`` (as :meth:`ends` returned
         it), oldest first, and the offsets to continue from. An end offset reported inside the
-        last batch (Tansu does) only makes the read start earlier: records are filtered by key,
+        last batch (some Kafka-protocol brokers do) only makes the read start earlier: records are filtered by key,
         nothing new is lost."""
         ends = self.ends(topic)
         ranges = {p: (since.get(p, 0), end) for p, end in ends.items() if end > since.get(p, 0)}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -711,3 +712,53 @@ def test_helm_install_upgrade_uninstall(fresh_kube: KubeAPI) -> None:
         assert not [r for r in ns_roles.items if r.metadata.name.endswith(("-leader-election", "-reset-locks"))]
     finally:
         api.close()  # type: ignore[no-untyped-call]
+
+
+# -- as a subchart -----------------------------------------------------------------------------------
+
+
+def test_renders_as_a_subchart_of_an_umbrella_chart(tmp_path: Path) -> None:
+    """Umbrella charts pass ``global`` to every subchart and switch one with a ``condition``:
+    the strict values schema must accept both, and the chart render under the umbrella's name."""
+    umbrella = tmp_path / "platform"
+    (umbrella / "charts").mkdir(parents=True)
+    shutil.copytree(CHART_DIR, umbrella / "charts" / "connectops")
+    version = yaml.safe_load((CHART_DIR / "Chart.yaml").read_text())["version"]
+    (umbrella / "Chart.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v2",
+                "name": "platform",
+                "version": "1.0.0",
+                "dependencies": [{"name": "connectops", "version": version, "condition": "connectops.enabled"}],
+            }
+        )
+    )
+    values = {
+        "global": {"imageRegistry": "registry.example", "labels": {"team": "data"}},
+        "connectops": {"enabled": True, "replicas": 2, "leaderElection": {"enabled": True}},
+    }
+    with helm.Chart.load(umbrella) as chart:
+        manifests = chart.render(values, name="platform", namespace="ops", is_install=True)
+    objects = [
+        doc
+        for path in sorted(manifests)
+        if not path.endswith("NOTES.txt")
+        for doc in yaml.safe_load_all(manifests[path])
+        if doc
+    ]
+    deployment = one(objects, "Deployment")
+    assert deployment["spec"]["replicas"] == 2
+    assert deployment["metadata"]["namespace"] == "ops"
+    # switched off by the umbrella's condition: nothing of this chart renders
+    with helm.Chart.load(umbrella) as chart:
+        manifests = chart.render(
+            {**values, "connectops": {"enabled": False}}, name="platform", namespace="ops", is_install=True
+        )
+    assert not [
+        doc
+        for path in manifests
+        if "charts/connectops/templates" in path and not path.endswith("NOTES.txt")
+        for doc in yaml.safe_load_all(manifests[path])
+        if doc
+    ]

@@ -85,9 +85,10 @@ def debezium_plugin_path() -> Path:
 class PostgresServer(_Server):
     """One PostgreSQL server on 127.0.0.1 set up for logical decoding (Debezium's ``pgoutput``).
 
-    ``superuser`` (password ``password``) owns database ``database``; TCP connections from
-    loopback authenticate with SCRAM, the unix socket (in a directory only the server's account can
-    enter) trusts. ``stop()`` + ``start()`` is a server restart that keeps the data.
+    The role named by ``superuser`` (its password in ``password``, random per server) owns database
+    ``database``; TCP connections from loopback authenticate with SCRAM, the unix socket (in a
+    directory only the server's account can enter) trusts. ``stop()`` + ``start()`` is a server
+    restart that keeps the data; ``close()`` ends it for good.
     """
 
     def __init__(

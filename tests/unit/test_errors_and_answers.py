@@ -12,10 +12,12 @@ from connectops.adapters import connect_answers as answers
 from connectops.adapters.connect_rest import (
     ConnectAuthFailed,
     ConnectNotFound,
+    ConnectOffsetsInvalid,
     ConnectRebalancing,
     ConnectRejected,
     ConnectUnavailable,
     NotKafkaConnect,
+    offsets_refused_as_invalid,
 )
 from connectops.adapters.kafka import GroupActive, KafkaAccessDenied
 from connectops.adapters.kube import KubeObjectMissing
@@ -55,6 +57,50 @@ def test_invalid_spec_is_permanent_and_unknown_errors_say_nothing() -> None:
 def test_reasons_name_the_class() -> None:
     assert NotKafkaConnect.reason == "NotKafkaConnect"
     assert SpecInvalid.reason == "InvalidSpec"
+
+
+@pytest.mark.parametrize(
+    ("operation", "status", "message", "invalid"),
+    [
+        # a source connector's alterOffsets (FileStreamSource), as Connect answers it: HTTP 500
+        ("alter offsets", 500, "Offset objects should either be null or contain the key 'position'", True),
+        ("alter offsets", 500, "The value for the 'position' key in the offset is expected to be a Long value", True),
+        ("alter offsets", 500, "The value for the 'position' key in the offset should be a non-negative value", True),
+        # the framework's own checks of a sink's entries: HTTP 400
+        (
+            "alter offsets",
+            400,
+            "The offset for a sink connector should either be null or contain the key 'kafka_offset'",
+            True,
+        ),
+        ("alter offsets", 400, "Partition values for sink connectors need to be integers", True),
+        # refused, but not for the offsets: the state, a group still in use, a passing failure
+        ("alter offsets", 400, "Connectors must be in the STOPPED state before their offsets can be modified", False),
+        (
+            "reset offsets",
+            500,
+            "Failed to reset consumer group offsets for connector x either because its tasks haven't stopped "
+            "completely yet or the connector was resumed before the request could be completed. If the connector "
+            "is in a stopped state, this operation can be safely retried.",
+            False,
+        ),
+        ("alter offsets", 500, "Request timed out", False),
+        ("alter offsets", 503, "Offset objects should either be null or contain the key 'position'", False),
+        # not an offsets write
+        ("put config", 500, "Offset objects should either be null or contain the key 'position'", False),
+    ],
+)
+def test_offsets_refused_as_invalid(operation: str, status: int, message: str, invalid: bool) -> None:
+    assert offsets_refused_as_invalid(operation, status, message) is invalid
+
+
+def test_offsets_refused_as_invalid_are_permanent_and_changed_nothing() -> None:
+    error = ConnectOffsetsInvalid("alter offsets: HTTP 500: Offset objects should ...", status=500)
+    assert isinstance(error, ConnectRejected)
+    assert error.changed_nothing()
+    mapped = as_kopf_error(error, retry=3, base=1.0, maximum=300.0)
+    assert isinstance(mapped, kopf.TemporaryError)
+    assert mapped.delay == 300.0
 
 
 ROOT_OK = {"version": "4.1.0", "commit": "abc", "kafka_cluster_id": "k-1"}
@@ -209,3 +255,23 @@ def test_a_wrong_shape_read_from_the_raw_body_never_quotes_it() -> None:
     with pytest.raises(answers.WrongShape) as refused:
         answers.parse_json(answers.CONFIG, json.dumps({secret: {"password": secret}}).encode())
     assert str(refused.value) == "*: string type"
+
+
+def test_validate_answer_with_an_unvalidated_key_parses() -> None:
+    """Connect writes ``"value": null`` for a key the connector defines but its validate() leaves
+    out (Debezium 3.6's PostgresConnector does, for one internal key): no error there, and the
+    answer is still Connect's."""
+    validate = answers.parse(
+        answers.VALIDATE,
+        {
+            "name": "io.debezium.connector.postgresql.PostgresConnector",
+            "error_count": 0,
+            "groups": [],
+            "configs": [
+                {"definition": {"name": "internal.legacy.snapshot.max.threads"}, "value": None},
+                {"definition": {}, "value": {"name": "slot.name", "errors": []}},
+            ],
+        },
+    )
+    assert validate.configs[0].value is None
+    assert validate.error_count == 0

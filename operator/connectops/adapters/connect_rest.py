@@ -133,6 +133,14 @@ class ConnectRejected(ConnectError):
     refused = True
 
 
+class ConnectOffsetsInvalid(ConnectRejected):
+    """Connect (or the connector) refused the offsets of a PATCH/DELETE as invalid. A sink's are
+    checked by the framework (HTTP 400); a source connector's ``alterOffsets`` throws, which
+    Connect answers with HTTP 500 and the connector's words (FileStreamSource: "Offset objects
+    should either be null or contain the key 'position'"). Either way it is checked before any
+    offset is written, and the same offsets are refused again: not worth a retry."""
+
+
 class ConnectResponseTooLarge(ConnectError):
     """The answer exceeded the size cap: not something Kafka Connect sends; retrying will not help."""
 
@@ -218,6 +226,31 @@ def _segment(name: str) -> str:
 
 
 _REBALANCE_HINTS = ("rebalance", "stale configuration", "concurrent config", "leader")
+#: the offsets calls whose refusals may be validation (see ConnectOffsetsInvalid)
+_OFFSETS_WRITES = frozenset({"alter offsets", "reset offsets"})
+_OFFSET_WORDS = re.compile(r"\b(offsets?|partitions?|position)\b", re.IGNORECASE)
+#: how Connect's and the connectors' validation words a refusal of the offsets given
+_INVALID_WORDS = re.compile(
+    r"\b(should|must|expected|invalid|need to be|needs to be|may not|cannot be|can't be|not a valid|"
+    r"unrecognized|failed to parse|non-negative)\b",
+    re.IGNORECASE,
+)
+#: words of a failure that is worth a retry, whatever else the message says (a sink whose tasks
+#: still hold the group: "... haven't stopped completely yet ... can be safely retried")
+_RETRY_WORDS = re.compile(r"(retried|retry|timed out|timeout|haven't stopped|not empty|zombie|rebalanc)", re.IGNORECASE)
+#: a refusal about the connector's state, not its offsets ("Connectors must be in the STOPPED
+#: state before their offsets can be modified"): refused, but not as invalid offsets
+_STATE_WORDS = re.compile(r"\bstopped\b|\bstate\b|\bnot found\b|\bdoes not exist\b", re.IGNORECASE)
+
+
+def offsets_refused_as_invalid(operation: str, status: int, message: str) -> bool:
+    """Whether an error answer to an offsets PATCH/DELETE says the offsets given are invalid
+    (a 400, or a 500 carrying a connector's validation): a refusal a retry cannot change."""
+    if operation not in _OFFSETS_WRITES or status not in (400, 500):
+        return False
+    if _RETRY_WORDS.search(message) or _STATE_WORDS.search(message):
+        return False
+    return bool(_OFFSET_WORDS.search(message) and _INVALID_WORDS.search(message))
 
 
 class ConnectClient:
@@ -399,6 +432,8 @@ class ConnectClient:
             return ConnectConflict(text, status=status, operation=operation)
         if status in (401, 403):
             return ConnectAuthFailed(text, status=status, operation=operation)
+        if offsets_refused_as_invalid(operation, status, message):
+            return ConnectOffsetsInvalid(text, status=status, operation=operation)
         if status >= 500:
             if "rebalance" in message.lower():
                 return ConnectRebalancing(text, status=status, operation=operation)
@@ -495,7 +530,7 @@ class ConnectClient:
         errors = {
             item.value.name: [self._redact(e) for e in item.value.errors]
             for item in answer.configs
-            if item.value.errors
+            if item.value is not None and item.value.errors
         }
         return ValidationResult(error_count=answer.error_count, errors=errors)
 

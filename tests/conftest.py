@@ -74,6 +74,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 SLOW_FIRST = (
     "tests/helm/test_rbac_proof.py",  # 310
     "tests/e2e/test_offset_reset_mm2.py",  # 224
+    "tests/e2e/test_debezium_postgres.py",  # 90 alone (PostgreSQL, its own worker)
+    "tests/spark/test_ownership_protocol.py",  # 120 alone (two sinks settling their groups)
     "tests/e2e/test_connector_e2e.py",  # 209
     "tests/e2e/test_offset_truth_sink.py",  # 190
     "tests/e2e/test_offset_reset_crash.py",  # 176

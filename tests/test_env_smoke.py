@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 from collections.abc import Callable
@@ -17,7 +18,7 @@ from confluent_kafka.cimpl import NewTopic
 from kubernetes import client
 
 from tests.env.records import assert_end_offsets_true
-from tests.env.servers import ConnectFactory, ConnectWorker, KafkaBroker, KubeAPI
+from tests.env.servers import KAFKA_VERSION, ConnectFactory, ConnectWorker, KafkaBroker, KubeAPI, kafka_lib_dir
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -166,6 +167,27 @@ def test_kube_plain_user_and_service_account_token(kube: KubeAPI, kube_client: c
 
 
 # --- Apache Kafka --------------------------------------------------------------------------------------
+
+
+def test_one_kafka_version_for_broker_connect_and_mirrormaker() -> None:
+    """The pom pins the version provision.sh resolves; servers.py looks for that directory; and
+    the broker, Connect and MirrorMaker 2 jars in it are all of that one version, from Maven."""
+    pom = (Path(__file__).parent / "env" / "kafka" / "pom.xml").read_text()
+    pinned = re.search(r"<kafka.version>([^<]+)</kafka.version>", pom)
+    assert pinned is not None
+    assert pinned.group(1) == KAFKA_VERSION
+    jars = {p.name for p in kafka_lib_dir().glob("*.jar")}
+    for artifact in (
+        "kafka_2.13",
+        "kafka-server",
+        "kafka-clients",
+        "connect-runtime",
+        "connect-file",
+        "connect-mirror",
+    ):
+        assert f"{artifact}-{KAFKA_VERSION}.jar" in jars, artifact
+    kafka_jars = [j for j in jars if re.match(r"(kafka|connect)[-_]", j) and not j.startswith("kafka_2.13")]
+    assert all(j.endswith(f"-{KAFKA_VERSION}.jar") for j in kafka_jars), sorted(kafka_jars)
 
 
 def test_kafka_topic_with_25_partitions_and_roundtrip(kafka: KafkaBroker) -> None:

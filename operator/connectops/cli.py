@@ -61,6 +61,10 @@ def _run(args: argparse.Namespace) -> int:
     )
     # one line per HTTP request to Connect is noise at INFO; failures are logged by kopf
     logging.getLogger("httpx").setLevel(logging.WARNING)
+    # the log's lines and kopf's Events (its "kopf.objects" handler) never hold a URL's password
+    from connectops.redact import mask_logged_userinfo
+
+    mask_logged_userinfo(logging.getLogger(), logging.getLogger("kopf.objects"))
     # the startup LIST of Connectors' claims covers exactly what kopf will watch
     # (connectops.handlers._seed_claims); a pattern may hold commas, so one per line
     os.environ["CONNECTOPS_WATCH_NAMESPACES"] = "\n".join(args.namespace or ())

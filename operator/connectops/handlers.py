@@ -27,6 +27,7 @@ import kopf
 from kopf._cogs.structs.references import match_namespace, select_specific_namespaces
 
 from connectops import kopf_fixes, memory, metrics
+from connectops.adapters.addresses import api_server_endpoints
 from connectops.adapters.kube import KubeClient, KubeObjectMissing, load_kube_config
 from connectops.diffbase import DigestDiffBaseStorage
 from connectops.errors import as_kopf_error
@@ -92,7 +93,8 @@ class Runtime:
     def __init__(self) -> None:
         load_kube_config()
         self.kube = KubeClient()
-        self.clusters = ClusterRegistry(self.kube, SETTINGS)
+        # no restUrl may lead the operator to its own API server with a user's request
+        self.clusters = ClusterRegistry(self.kube, SETTINGS, api_servers=api_server_endpoints())
         self.checks = CheckRunner(self.kube, SETTINGS, check_defaults(SETTINGS))
         # long enough for a retried or queued reconcile to still report what the watch saw
         book = RotationBook(ttl=max(2 * SETTINGS.resync_seconds, 60.0))

@@ -45,7 +45,8 @@ class Settings:
     connect_max_response_bytes: int = field(
         default_factory=lambda: _int("CONNECTOPS_CONNECT_MAX_RESPONSE_BYTES", 32 << 20)
     )
-    #: the Connect URLs a ConnectCluster may name (planning/urls.py); empty: any
+    #: the Connect URLs a ConnectCluster may name (planning/urls.py has the grammar); empty: any
+    #: other address than the link-local, metadata and API-server ones refused in any case
     allowed_rest_urls: tuple[str, ...] = field(default_factory=lambda: _list("CONNECTOPS_ALLOWED_REST_URLS"))
     #: how long a reconcile waits for Connect to report the state it just asked for
     settle_seconds: float = field(default_factory=lambda: _float("CONNECTOPS_SETTLE_SECONDS", 10.0))

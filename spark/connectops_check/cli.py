@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from connectops_check.snapshot import ConnectorKind, Scrape, Snapshot
+from connectops_check.urls import redact_userinfo
 from connectops_check.verdict import Settings
 
 CONFIGMAP_KEY = "verdict.json"
@@ -75,12 +76,35 @@ def client_settings(
 
 
 def mask(text: str, secrets: Sequence[str]) -> str:
-    """``text`` with every secret value replaced (a Kafka error may quote a setting's value).
-    Values under 4 characters are left, as the operator's Redactor does: they occur in ordinary
-    text by accident ("1", "true") and masking them would garble it without protecting anything."""
+    """``text`` with every secret value replaced (a Kafka error may quote a setting's value), and
+    the user-info of every URL in it (an HTTP error may quote the URL it called). Values under 4
+    characters are left, as the operator's Redactor does: they occur in ordinary text by accident
+    ("1", "true") and masking them would garble it without protecting anything."""
     for secret in sorted((s for s in secrets if len(s) >= 4), key=len, reverse=True):
         text = text.replace(secret, "[redacted]")
-    return text
+    return redact_userinfo(text)
+
+
+def _env_pair(text: str) -> tuple[str, str]:
+    user, sep, password = text.partition(":")
+    if not sep or not user or not password:
+        raise argparse.ArgumentTypeError(f"expected USER_ENV_VAR:PASSWORD_ENV_VAR, got {text!r}")
+    return user, password
+
+
+def basic_auth(flag: str, variables: tuple[str, str] | None, environ: Mapping[str, str]) -> tuple[str, str] | None:
+    """The (user, password) of a basic auth whose values are in these environment variables (the
+    driver pod's env, from the ConnectCluster's Secret). ValueError names the variables, never a
+    value."""
+    if variables is None:
+        return None
+    missing = [v for v in variables if v not in environ]
+    if missing:
+        raise ValueError(
+            f"{flag} {':'.join(variables)}: environment variable(s) {', '.join(missing)} not set "
+            "(the driver pod's env should carry them from the ConnectCluster's basicAuth Secret)"
+        )
+    return environ[variables[0]], environ[variables[1]]
 
 
 def _configmap_ref(text: str) -> tuple[str, str]:
@@ -150,6 +174,18 @@ def parser() -> argparse.ArgumentParser:
         default=[],
         metavar="URL",
         help="a worker's Prometheus endpoint (repeatable): source tasks' producer pressure is diagnosed",
+    )
+    src.add_argument(
+        "--connect-auth-env",
+        type=_env_pair,
+        metavar="USER_ENV:PASSWORD_ENV",
+        help="basic auth for --connect-url, from these environment variables (never in the arguments)",
+    )
+    src.add_argument(
+        "--metrics-auth-env",
+        type=_env_pair,
+        metavar="USER_ENV:PASSWORD_ENV",
+        help="basic auth for every --metrics-url, from these environment variables (never in the arguments)",
     )
     src.add_argument("--offset-flush-timeout-ms", type=int, default=5000, help="the workers' offset.flush.timeout.ms")
     src.add_argument(
@@ -245,8 +281,9 @@ def parser() -> argparse.ArgumentParser:
         metavar="NAMESPACE/NAME",
         help=f"write the verdict JSON to this ConfigMap, key {CONFIGMAP_KEY}",
     )
-    # the values read by --client-config-env, for masking (main fills it)
-    p.set_defaults(secrets=[])
+    # the values read by --client-config-env and the passwords of the *-auth-env, for masking,
+    # and the basic auths (main fills them)
+    p.set_defaults(secrets=[], connect_auth=None, metrics_auth=None)
     return p
 
 
@@ -270,6 +307,8 @@ def _snapshot(args: argparse.Namespace) -> Snapshot:
         window_start_ms=window_start,
         metrics_urls=args.metrics_url,
         kind=None if args.kind is None else ConnectorKind(args.kind),
+        connect_auth=args.connect_auth,
+        metrics_auth=args.metrics_auth,
     )
     # the notes quote Kafka's errors, which reach the verdict, the ConfigMap and the owner's status
     snapshot.notes[:] = [mask(note, args.secrets) for note in snapshot.notes]
@@ -403,8 +442,11 @@ def _checked(p: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.N
         p.error("--max-lag-while-paused must be >= 0")
     try:
         args.client_config, args.secrets = client_settings(args.client_config, args.client_config_env, os.environ)
+        args.connect_auth = basic_auth("--connect-auth-env", args.connect_auth_env, os.environ)
+        args.metrics_auth = basic_auth("--metrics-auth-env", args.metrics_auth_env, os.environ)
     except ValueError as error:
         p.error(str(error))
+    args.secrets = [*args.secrets, *(auth[1] for auth in (args.connect_auth, args.metrics_auth) if auth)]
     return args
 
 

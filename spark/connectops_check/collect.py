@@ -78,6 +78,7 @@ from connectops_check.snapshot import (
     TopicPartition,
     WindowStartOffset,
 )
+from connectops_check.urls import redact_userinfo, shown_url
 from connectops_check.worker_metrics import ExpositionError, TaskFigures, parse_worker_metrics, read_exposition
 
 MIRROR_SOURCE_SUFFIX = "MirrorSourceConnector"
@@ -127,8 +128,12 @@ class ConnectorInfo:
 class ConnectRest:
     """The few Connect REST calls a check needs; names are path-encoded (``/`` included)."""
 
-    def __init__(self, url: str, timeout_s: float = 10.0, retries: int = 5) -> None:
-        self._http = httpx.Client(base_url=url.rstrip("/"), timeout=timeout_s)
+    def __init__(
+        self, url: str, timeout_s: float = 10.0, retries: int = 5, auth: tuple[str, str] | None = None
+    ) -> None:
+        self._http = httpx.Client(
+            base_url=url.rstrip("/"), timeout=timeout_s, auth=httpx.BasicAuth(*auth) if auth else None
+        )
         self._retries = retries
 
     def close(self) -> None:
@@ -492,6 +497,8 @@ def collect_snapshot(
     metrics_urls: Sequence[str] = (),
     kind: ConnectorKind | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    connect_auth: tuple[str, str] | None = None,
+    metrics_auth: tuple[str, str] | None = None,
 ) -> Snapshot:
     """Samples a connector ``samples`` times, ``interval_s`` apart, and returns the snapshot.
 
@@ -501,11 +508,12 @@ def collect_snapshot(
     ``bootstrap``. ``window_start_ms`` starts the traffic window (default: the first sample).
     ``metrics_urls``: the workers' Prometheus endpoints; a source connector's tasks are scraped
     at every sample for the producer-pressure diagnosis (``pressure``). ``kind`` overrides what
-    the class name and the stored offsets say (``--kind``).
+    the class name and the stored offsets say (``--kind``). ``connect_auth`` and ``metrics_auth``:
+    the basic auth (user, password) of the REST API and of the metrics endpoints.
     """
     if samples < 1:
         raise ValueError("samples must be at least 1")
-    rest = ConnectRest(connect_url)
+    rest = ConnectRest(connect_url, auth=connect_auth)
     try:
         info = rest.info(connector)
         snapshot = Snapshot(
@@ -561,13 +569,14 @@ def collect_snapshot(
                 snapshot.worker_version = rest.worker_version()
                 overrides = {k: info.config.get(PRODUCER_OVERRIDE + k) for k in PRODUCER_SETTINGS}
                 snapshot.producer_overrides = {k: v for k, v in overrides.items() if v is not None}
-                _collect_scrapes(snapshot, metrics_urls, samples, interval_s, sleep)
+                _collect_scrapes(snapshot, metrics_urls, samples, interval_s, sleep, metrics_auth)
         if snapshot.samples or snapshot.scrapes:
             # Task states at the END of the window decide which owners count as alive.
             final = rest.info(connector)
             snapshot.connector_state, snapshot.tasks = final.state, final.tasks
     except httpx.HTTPError as error:
-        raise CollectionError(f"Connect REST at {connect_url}: {error}") from error
+        # httpx's words may quote the URL: its user-info, if any, is not repeated
+        raise CollectionError(f"Connect REST at {shown_url(connect_url)}: {redact_userinfo(str(error))}") from error
     finally:
         rest.close()
     return snapshot
@@ -607,7 +616,7 @@ def scrape_workers(
                     text = read_exposition(response.iter_bytes())
                 found.update(parse_worker_metrics(text, connector))
             except (httpx.HTTPError, ExpositionError) as error:
-                note = f"metrics {url[:200]}: {type(error).__name__}: {str(error)[:200]}"
+                note = f"metrics {shown_url(url)[:200]}: {type(error).__name__}: {redact_userinfo(str(error))[:200]}"
                 if note not in notes and len(notes) < MAX_NOTES:
                     notes.append(note)
     finally:
@@ -617,9 +626,15 @@ def scrape_workers(
 
 
 def _collect_scrapes(
-    snapshot: Snapshot, urls: Sequence[str], samples: int, interval_s: float, sleep: Callable[[float], None]
+    snapshot: Snapshot,
+    urls: Sequence[str],
+    samples: int,
+    interval_s: float,
+    sleep: Callable[[float], None],
+    auth: tuple[str, str] | None = None,
 ) -> None:
-    with httpx.Client(timeout=SCRAPE_TIMEOUT_S, follow_redirects=False) as http:
+    basic = httpx.BasicAuth(*auth) if auth else None
+    with httpx.Client(timeout=SCRAPE_TIMEOUT_S, follow_redirects=False, auth=basic) as http:
         for _ in _sampling(samples, interval_s, sleep):
             ts = now_ms()
             snapshot.scrapes.append(Scrape(ts, scrape_workers(urls, snapshot.connector, snapshot.notes, http)))

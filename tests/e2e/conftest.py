@@ -287,9 +287,14 @@ class OperatorProcess:
         self.runs = 0
 
     def start(
-        self, failpoint: str | None = None, election: list[str] | None = None, env: dict[str, str] | None = None
+        self,
+        failpoint: str | None = None,
+        election: list[str] | None = None,
+        env: dict[str, str] | None = None,
+        args: list[str] | None = None,
     ) -> None:
-        """``election``: leader-election arguments instead of ``--standalone``; ``env``: more settings."""
+        """``election``: leader-election arguments instead of ``--standalone``; ``env``: more
+        settings; ``args``: more arguments of ``connectops run`` (``--log-level debug``)."""
         import subprocess
         import sys
 
@@ -303,6 +308,7 @@ class OperatorProcess:
             [
                 *(sys.executable, "-m", "connectops.cli", "run", "--namespace", self.namespace),
                 *(election or ["--standalone"]),
+                *(args or []),
             ],
             env=env,
             stdout=log,

@@ -104,6 +104,7 @@ def test_rest_urls_outside_the_allowlist_are_never_called(
             refused = k8s.wait_condition("connectclusters", "elsewhere", "Ready", "False", reason="URLNotAllowed")
             assert other.url in refused["message"]
             assert "CONNECTOPS_ALLOWED_REST_URLS" in refused["message"]
+            assert "settings.allowedRestUrls" in refused["message"]  # the chart's value, by its name
             k8s.create("connectors", "via-elsewhere", source_spec(tmp_path, cluster="elsewhere"), "Connector")
             k8s.create("connectors", "via-allowed", source_spec(tmp_path, cluster="allowed"), "Connector")
             k8s.wait_condition("connectors", "via-allowed", "Ready", "True", timeout=90)

@@ -756,6 +756,43 @@ async def test_connect_cluster_missing_or_not_allowed(world: World) -> None:
     assert allowlisted.reasons()["Valid"] == ("False", "URLNotAllowed")
 
 
+async def test_a_connect_cluster_url_with_credentials_is_refused_and_never_repeated() -> None:
+    """A ConnectCluster stored before its CRD refused user-info (the CRD's pattern says so at
+    admission): the operator refuses it too, before any call, and repeats no part of it."""
+    for allowlist in ((), ("http://connect.team-a:8083",)):
+        world = make_world(allowed_rest_urls=allowlist)
+        world.kube.add_connect_cluster(
+            NAMESPACE,
+            "creds",
+            {
+                "restUrl": "http://ops:hunter22@connect.team-a:8083",
+                "workerMetrics": {"urls": ["http://scrape:hunter23@connect-0:9404/metrics"]},
+            },
+        )
+        world.apply({**spec(), "clusterRef": {"name": "creds"}})
+        await world.reconcile()
+        assert world.connect.calls == []
+        assert world.reasons()["Valid"] == ("False", "InvalidSpec")
+        said = str(world.status) + "".join(e.message for e in world.events)
+        assert "restUrl: a URL must not hold credentials" in said
+        assert "credentials" in said
+        assert "hunter22" not in said
+        assert "hunter23" not in said
+
+
+async def test_metadata_urls_are_refused_without_an_allowlist_and_the_refusal_names_the_chart_value() -> None:
+    world = make_world()
+    world.kube.add_connect_cluster(NAMESPACE, "meta", {"restUrl": "http://169.254.169.254/latest"})
+    world.apply({**spec(), "clusterRef": {"name": "meta"}})
+    await world.reconcile()
+    assert world.connect.calls == []
+    assert world.reasons()["Valid"] == ("False", "URLNotAllowed")
+    message = world.condition("Valid")["message"]
+    assert "link-local" in message
+    assert "settings.allowedRestUrls" in message
+    assert "connect.allowedUrls" not in message
+
+
 # -- annotations ----------------------------------------------------------------------------------
 
 

@@ -17,6 +17,7 @@ from connectops.planning.checks import (
     BUILTIN_DEFAULTS,
     CheckContext,
     CheckTarget,
+    batch_group,
     client_config_env,
     conditions_for,
     job_arguments,
@@ -25,7 +26,7 @@ from connectops.planning.checks import (
 )
 from connectops.reconcilers.checks import CheckRunner
 from connectops.settings import Settings
-from connectops_check.cli import client_settings, main, mask, parser
+from connectops_check.cli import basic_auth, client_settings, main, mask, parser
 
 TARGET = CheckTarget(
     namespace="ns",
@@ -236,6 +237,72 @@ async def test_kafka_config_and_config_from_reach_the_admin_client_never_the_man
         namespace="ns", owner=owner, suffix="g1", connector="sink", cluster=cluster, check=CheckSpec(), trigger="t"
     )
     assert again.created == [manifest]
+
+
+async def test_basic_auth_reaches_the_job_through_env_vars_never_its_arguments() -> None:
+    """The REST API's and the metrics endpoints' credentials are Secret references in the driver's
+    env; the arguments name the env vars, and a URL's user-info (which the schema refuses, but an
+    object stored under an older CRD may hold) is left out of them."""
+    cluster = ConnectClusterSpec.model_validate(
+        {
+            "restUrl": "http://connect:8083",
+            "basicAuth": {"secretName": "connect-creds"},
+            "kafka": {"bootstrapServers": "kafka:9093"},
+            "workerMetrics": {
+                "urls": ["http://connect-0.connect:9404/metrics"],
+                "basicAuth": {"secretName": "metrics-creds", "usernameKey": "u", "passwordKey": "p"},
+            },
+        }
+    )
+    # as read from an object the API server admitted before its CRD refused user-info
+    cluster = cluster.model_copy(update={"rest_url": "http://old:hunter22@connect:8083"})
+    kube = _Recorder()
+    owner = {"apiVersion": "connectops.io/v1alpha1", "kind": "Connector", "metadata": {"name": "src", "uid": "u"}}
+    await CheckRunner(cast(KubeClient, kube), Settings(), BUILTIN_DEFAULTS).launch(
+        namespace="ns", owner=owner, suffix="g1", connector="src", cluster=cluster, check=CheckSpec(), trigger="t"
+    )
+    (manifest,) = kube.created
+    arguments = manifest["spec"]["arguments"]
+    assert "hunter22" not in str(manifest)
+    assert "--connect-url=http://connect:8083" in arguments
+    assert manifest["spec"]["driver"]["env"] == [
+        {
+            "name": "CONNECTOPS_CONNECT_USERNAME",
+            "valueFrom": {"secretKeyRef": {"name": "connect-creds", "key": "username"}},
+        },
+        {
+            "name": "CONNECTOPS_CONNECT_PASSWORD",
+            "valueFrom": {"secretKeyRef": {"name": "connect-creds", "key": "password"}},
+        },
+        {"name": "CONNECTOPS_METRICS_USERNAME", "valueFrom": {"secretKeyRef": {"name": "metrics-creds", "key": "u"}}},
+        {"name": "CONNECTOPS_METRICS_PASSWORD", "valueFrom": {"secretKeyRef": {"name": "metrics-creds", "key": "p"}}},
+    ]
+    assert "env" not in manifest["spec"]["executor"]
+    # the job, in a driver pod whose env the kubelet filled from the Secrets
+    environ = {
+        "CONNECTOPS_CONNECT_USERNAME": "ops",
+        "CONNECTOPS_CONNECT_PASSWORD": "connect-pw-1",
+        "CONNECTOPS_METRICS_USERNAME": "scraper",
+        "CONNECTOPS_METRICS_PASSWORD": "metrics-pw-2",
+    }
+    parsed = parser().parse_args(arguments)
+    assert basic_auth("--connect-auth-env", parsed.connect_auth_env, environ) == ("ops", "connect-pw-1")
+    assert basic_auth("--metrics-auth-env", parsed.metrics_auth_env, environ) == ("scraper", "metrics-pw-2")
+    with pytest.raises(ValueError, match="CONNECTOPS_METRICS_PASSWORD") as missing:
+        basic_auth("--metrics-auth-env", parsed.metrics_auth_env, {"CONNECTOPS_METRICS_USERNAME": "scraper"})
+    assert "scraper" not in str(missing.value)
+    # different credentials, different batches: a batch's driver has one env
+    plain = cluster.model_copy(update={"basic_auth": None})
+    runner = CheckRunner(cast(KubeClient, _Recorder()), Settings(), BUILTIN_DEFAULTS)
+    with_auth, without = (runner._target("ns", owner, "src", c) for c in (cluster, plain))
+    assert isinstance(with_auth, CheckTarget)
+    assert isinstance(without, CheckTarget)
+    assert batch_group(with_auth, BUILTIN_DEFAULTS) != batch_group(without, BUILTIN_DEFAULTS)
+
+
+def test_the_job_masks_what_it_read_from_the_env_and_any_urls_credentials() -> None:
+    text = "GET http://user:hunter22@connect:8083/x failed; password connect-pw-1"
+    assert mask(text, ["connect-pw-1"]) == "GET http://[redacted]@connect:8083/x failed; password [redacted]"
 
 
 def test_without_kafka_settings_the_job_gets_no_client_flags() -> None:

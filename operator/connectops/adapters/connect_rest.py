@@ -27,6 +27,7 @@ from pydantic import TypeAdapter
 
 from connectops import fence
 from connectops.adapters import connect_answers as answers
+from connectops.adapters.addresses import AddressGuard, AddressRefused, GuardedTransport
 from connectops.failures import ConnectopsError
 from connectops.priority import BACKGROUND
 from connectops.redact import NO_SECRETS, Redactor
@@ -154,6 +155,15 @@ class ConnectAuthFailed(ConnectError):
     """401/403: credentials wrong or missing. Retrying will not help until the Secret changes."""
 
 
+class ConnectAddressRefused(ConnectError):
+    """The URL's host resolves to an address the operator never connects to (a metadata or
+    API-server address): nothing was sent. Not retried soon: only the URL, the DNS or the
+    allowlist changing can cure it."""
+
+    reason = "URLNotAllowed"
+    refused = True
+
+
 @dataclass(frozen=True)
 class ServerInfo:
     version: str
@@ -277,7 +287,11 @@ class ConnectClient:
         read_retry_delay: float = 0.2,
         max_response_bytes: int = 32 << 20,
         transport: httpx.AsyncBaseTransport | None = None,
+        address_guard: AddressGuard | None = None,
     ) -> None:
+        if transport is None and address_guard is not None:
+            # every connection resolves the host, checks each address, connects to one checked
+            transport = GuardedTransport(address_guard, verify=verify)
         self._client = httpx.AsyncClient(
             base_url=base_url.rstrip("/"),
             auth=httpx.BasicAuth(*auth) if auth else None,
@@ -387,6 +401,21 @@ class ConnectClient:
     ) -> httpx.Response:
         """One request with a total deadline (connect, headers and the whole body) and a cap on
         the body's size; the answer is read into memory only up to the cap."""
+        try:
+            return await self._read(method, path, body, params, operation, deadline)
+        except AddressRefused as exc:
+            text = f"{operation}: not sent, {self._redact(str(exc))}"
+            raise ConnectAddressRefused(text, operation=operation) from None
+
+    async def _read(
+        self,
+        method: str,
+        path: str,
+        body: Any,
+        params: dict[str, str] | None,
+        operation: str,
+        deadline: float,
+    ) -> httpx.Response:
         async with (
             asyncio.timeout(deadline),
             # httpx's own timeout bounds each read: as long as the deadline, or a slow first byte

@@ -2,16 +2,37 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
 from connectops.models.base import CamelModel, Condition, SecretKeyRef, StatusModel
 from connectops.models.checks import SparkCheckDefaults
 
+#: an http(s) URL whose authority holds no user-info: credentials come from Secrets (basicAuth),
+#: never from a URL, which conditions, Events, logs and the check's arguments may show. The API
+#: server checks it at admission (the CRD's pattern); the operator checks it again on read
+URL_PATTERN = r"^https?://[^/?#@\s]+(?:[/?#]\S*)?$"
+_URL = re.compile(URL_PATTERN)
+
+
+def _http_url(url: str) -> str:
+    # a message of its own: pydantic's would quote the pattern, and the URL is never quoted
+    if _URL.fullmatch(url) is None:
+        authority = url.partition("://")[2].split("/")[0].split("?")[0].split("#")[0]
+        if "@" in authority:
+            raise ValueError("a URL must not hold credentials (user:password@): name a Secret in basicAuth instead")
+        raise ValueError("must be an http:// or https:// URL with a host")
+    return url
+
+
+#: a URL the operator or its check calls; its credentials, if any, come from a Secret
+HttpUrl = Annotated[str, Field(json_schema_extra={"pattern": URL_PATTERN}), AfterValidator(_http_url)]
+
 
 class BasicAuth(CamelModel):
-    """HTTP basic auth for the Connect REST API, both parts read from one Secret."""
+    """HTTP basic auth, both parts read from one Secret."""
 
     secret_name: Annotated[str, Field(min_length=1, description="Secret holding the credentials.")]
     username_key: str = Field(default="username", description="Key of the user name in the Secret.")
@@ -67,12 +88,17 @@ class WorkerMetrics(CamelModel):
     show. The post-change check reads them to see producer pressure on source tasks (small
     batches, a growing outstanding-record queue, offset commits that fail or trail)."""
 
-    urls: list[Annotated[str, Field(min_length=1, max_length=2048, pattern=r"^https?://")]] = Field(
+    urls: list[Annotated[HttpUrl, Field(min_length=1, max_length=2048)]] = Field(
         min_length=1,
         max_length=32,
         description="Prometheus endpoints of the workers (one per worker, e.g. the JMX exporter's "
         "http://connect-0.connect:9404/metrics), named as Strimzi's example exporter rules name them. "
-        "Subject to the same allowlist as restUrl.",
+        "Subject to the same allowlist as restUrl; no credentials in them (basicAuth).",
+    )
+    basic_auth: BasicAuth | None = Field(
+        default=None,
+        description="Basic auth for the metrics endpoints, from a Secret: the check's driver reads it from "
+        "env vars set from the Secret (never from its arguments).",
     )
     offset_flush_timeout_ms: int = Field(
         default=5000, ge=1, le=3_600_000, description="The workers' offset.flush.timeout.ms (Connect's default 5000)."
@@ -89,14 +115,17 @@ class ConnectClusterSpec(CamelModel):
     """A Kafka Connect worker group: where its REST API is and how to reach its Kafka."""
 
     rest_url: Annotated[
-        str,
+        HttpUrl,
         Field(
             min_length=1,
-            pattern=r"^https?://",
-            description="Base URL of the Connect REST API, e.g. http://connect:8083.",
+            max_length=2048,
+            description="Base URL of the Connect REST API, e.g. http://connect:8083; no credentials in it (basicAuth).",
         ),
     ]
-    basic_auth: BasicAuth | None = Field(default=None, description="Optional basic auth.")
+    basic_auth: BasicAuth | None = Field(
+        default=None,
+        description="Optional basic auth for the REST API (the check's driver gets it as env vars from the Secret).",
+    )
     tls: RestTls | None = Field(default=None, description="Optional TLS settings.")
     kafka: KafkaAccess | None = Field(default=None, description="Kafka access, needed for tombstone resets and checks.")
     topics: ConnectTopics = Field(default_factory=ConnectTopics, description="Connect's internal topic names.")

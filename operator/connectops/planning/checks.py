@@ -15,6 +15,8 @@ from typing import Any
 
 from connectops.models.base import SecretKeyRef
 from connectops.models.checks import CheckSpec, SparkCheckDefaults, SparkResources
+from connectops.models.connect_cluster import BasicAuth
+from connectops.redact import without_userinfo
 
 SPARK_GROUP, SPARK_VERSION, SPARK_PLURAL = "sparkoperator.k8s.io", "v1beta2", "sparkapplications"
 #: terminal per the spark-operator API: SUBMISSION_FAILED becomes FAILED once retries are
@@ -159,10 +161,18 @@ class CheckTarget:
     #: Secret keys of the others (configFrom), whose values the driver pod reads as env vars
     client_config: Mapping[str, str] = field(default_factory=dict)
     client_config_from: Mapping[str, SecretKeyRef] = field(default_factory=dict)
+    #: the Secrets of the REST API's and the metrics endpoints' basic auth (ConnectCluster
+    #: basicAuth, workerMetrics.basicAuth): the driver reads them as env vars, like configFrom
+    connect_auth: BasicAuth | None = None
+    metrics_auth: BasicAuth | None = None
 
 
 #: prefix of the driver's env vars that carry configFrom values (never the job's arguments)
 CLIENT_ENV_PREFIX = "CONNECTOPS_KAFKA_"
+#: the driver's env vars (user name, password) of the REST API's and the metrics' basic auth;
+#: the job is told their names (--connect-auth-env, --metrics-auth-env), never their values
+CONNECT_AUTH_ENV = ("CONNECTOPS_CONNECT_USERNAME", "CONNECTOPS_CONNECT_PASSWORD")
+METRICS_AUTH_ENV = ("CONNECTOPS_METRICS_USERNAME", "CONNECTOPS_METRICS_PASSWORD")
 
 
 def client_config_env(settings: Iterable[str]) -> dict[str, str]:
@@ -179,17 +189,37 @@ def client_config_env(settings: Iterable[str]) -> dict[str, str]:
     }
 
 
+def driver_env(target: CheckTarget) -> list[dict[str, Any]]:
+    """The driver's env vars that carry credentials, each from its Secret key (``secretKeyRef``):
+    configFrom's settings, then the REST API's and the metrics endpoints' basic auth."""
+    envs = client_config_env(target.client_config_from)
+    refs = [(envs[setting], ref.name, ref.key) for setting, ref in sorted(target.client_config_from.items())]
+    for auth, (user_env, password_env) in (
+        (target.connect_auth, CONNECT_AUTH_ENV),
+        (target.metrics_auth if target.metrics_urls else None, METRICS_AUTH_ENV),
+    ):
+        if auth is not None:
+            refs.append((user_env, auth.secret_name, auth.username_key))
+            refs.append((password_env, auth.secret_name, auth.password_key))
+    return [{"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}} for name, secret, key in refs]
+
+
 def common_arguments(target: CheckTarget) -> list[str]:
     """The job's arguments that describe the Connect cluster and how to reach its Kafka: the same
     for every connector of a batch (checks are batched only when these are equal)."""
     # ``--flag=value``: a value that starts with "-" (a connector may be called "--samples") is
     # then still a value to argparse, never an option of its own
-    args = [f"--bootstrap={target.bootstrap}", f"--connect-url={target.connect_url}"]
-    args += [f"--metrics-url={url}" for url in target.metrics_urls]
+    # a Secret's value never enters the arguments (readable by whoever reads the SparkApplication
+    # or its driver pod): only the name of the driver env var that holds it. Nor does a URL's
+    # user-info, should one ever be written (the schema refuses it): it would be a password
+    args = [f"--bootstrap={target.bootstrap}", f"--connect-url={without_userinfo(target.connect_url)}"]
+    args += [f"--metrics-url={without_userinfo(url)}" for url in target.metrics_urls]
     args += [f"--client-config={setting}={value}" for setting, value in sorted(target.client_config.items())]
-    # a Secret's value never enters the arguments (readable by whoever reads the SparkApplication):
-    # only the name of the driver env var that holds it
     args += [f"--client-config-env={s}={env}" for s, env in client_config_env(target.client_config_from).items()]
+    if target.connect_auth is not None:
+        args.append(f"--connect-auth-env={':'.join(CONNECT_AUTH_ENV)}")
+    if target.metrics_auth is not None and target.metrics_urls:
+        args.append(f"--metrics-auth-env={':'.join(METRICS_AUTH_ENV)}")
     if target.metrics_urls:
         args += [
             "--offset-flush-timeout-ms",
@@ -288,7 +318,7 @@ def batch_group(target: CheckTarget, settings: SparkCheckDefaults) -> str:
     shape = {
         "namespace": target.namespace,
         "arguments": common_arguments(target),
-        "secrets": {k: [v.name, v.key] for k, v in sorted(target.client_config_from.items())},
+        "secrets": driver_env(target),
         "settings": settings.model_dump(mode="json", exclude_none=True),
     }
     return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:16]
@@ -353,14 +383,11 @@ def _manifest(
     if settings.service_account:
         driver["serviceAccount"] = settings.service_account
     driver["labels"] = dict(labels)
-    if target.client_config_from:
-        # only the driver: it collects (the Kafka admin client runs there); executors compute
-        # on the collected snapshot and never reach Kafka, so they get no credentials
-        envs = client_config_env(target.client_config_from)
-        driver["env"] = [
-            {"name": envs[setting], "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}}
-            for setting, ref in sorted(target.client_config_from.items())
-        ]
+    env = driver_env(target)
+    if env:
+        # only the driver: it collects (the Kafka admin client, the REST and metrics reads run
+        # there); executors compute on the collected snapshot, so they get no credentials
+        driver["env"] = env
     return {
         "apiVersion": f"{SPARK_GROUP}/{SPARK_VERSION}",
         "kind": "SparkApplication",

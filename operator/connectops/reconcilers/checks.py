@@ -94,6 +94,8 @@ class CheckRunner:
             ),
             client_config=dict(cluster.kafka.config),
             client_config_from=dict(cluster.kafka.config_from),
+            connect_auth=cluster.basic_auth,
+            metrics_auth=cluster.worker_metrics.basic_auth if cluster.worker_metrics else None,
         )
 
     async def request(

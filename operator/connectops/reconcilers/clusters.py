@@ -30,6 +30,7 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
+from connectops.adapters.addresses import AddressGuard
 from connectops.adapters.connect_rest import ConnectApi, ConnectClient, ConnectError, ListedConnector, Plugin
 from connectops.adapters.kafka.status_topic import StatusTopic
 from connectops.adapters.kube import KubeClient
@@ -39,9 +40,9 @@ from connectops.models.base import SecretKeyRef
 from connectops.models.connect_cluster import Capabilities, ConnectClusterSpec
 from connectops.planning.connector import capabilities_for
 from connectops.planning.ownership import Claim
-from connectops.planning.urls import url_allowed
+from connectops.planning.urls import ApiServer, UrlPolicy
 from connectops.reconcilers.common import each
-from connectops.redact import Redactor
+from connectops.redact import Redactor, redact_url
 from connectops.settings import Settings
 from connectops.validation import describe_validation_error
 
@@ -66,6 +67,7 @@ class ConnectClientFactory(Protocol):
         max_concurrency: int,
         max_response_bytes: int,
         redactor: Redactor,
+        address_guard: AddressGuard | None,
     ) -> ConnectApi: ...
 
 
@@ -204,11 +206,21 @@ def _ca_ref(spec: ConnectClusterSpec) -> SecretKeyRef | None:
 
 class ClusterRegistry:
     def __init__(
-        self, kube: KubeClient, settings: Settings, *, client_factory: ConnectClientFactory = ConnectClient
+        self,
+        kube: KubeClient,
+        settings: Settings,
+        *,
+        client_factory: ConnectClientFactory = ConnectClient,
+        api_servers: Iterable[tuple[str, int]] = (),
     ) -> None:
+        """``api_servers``: where this operator reaches the Kubernetes API server (host, port),
+        which no restUrl may name unless the allowlist does (planning/urls.py)."""
         self._kube = kube
         self._settings = settings
         self._client_factory = client_factory
+        self._policy = UrlPolicy.build(settings.allowed_rest_urls, (ApiServer(h, p) for h, p in api_servers))
+        for ignored in self._policy.ignored:
+            log.error("allowlist entry %s: it admits nothing (CONNECTOPS_ALLOWED_REST_URLS)", ignored)
         self._handles: dict[tuple[str, str], ClusterHandle] = {}
         self._resolved_at: dict[tuple[str, str], float] = {}
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
@@ -253,18 +265,14 @@ class ClusterRegistry:
             spec = ConnectClusterSpec.model_validate(obj.get("spec") or {})
         except ValidationError as exc:
             raise SpecInvalid(f"ConnectCluster {name} is invalid: {describe_validation_error(exc)}") from None
-        if not url_allowed(spec.rest_url, self._settings.allowed_rest_urls):
-            raise UrlNotAllowed(
-                f"ConnectCluster {name}: restUrl {spec.rest_url[:200]} is not among the URLs the operator may "
-                f"call (CONNECTOPS_ALLOWED_REST_URLS, chart value connect.allowedUrls: "
-                f"{', '.join(self._settings.allowed_rest_urls)}); no request was made"
-            )
-        for url in spec.worker_metrics.urls if spec.worker_metrics else []:
-            if not url_allowed(url, self._settings.allowed_rest_urls):
+        urls = [("restUrl", spec.rest_url)]
+        urls += [("workerMetrics URL", url) for url in (spec.worker_metrics.urls if spec.worker_metrics else [])]
+        for what, url in urls:
+            refused = self._policy.check_url(url)
+            if refused is not None:
+                # the URL as shown: whatever it holds before its host is masked
                 raise UrlNotAllowed(
-                    f"ConnectCluster {name}: workerMetrics URL {url[:200]} is not among the URLs the operator "
-                    f"may have called (CONNECTOPS_ALLOWED_REST_URLS, chart value connect.allowedUrls: "
-                    f"{', '.join(self._settings.allowed_rest_urls)}); no request was made"
+                    f"ConnectCluster {name}: {what} {redact_url(url)[:200]} {refused}; no request was made"
                 )
         return spec
 
@@ -334,6 +342,7 @@ class ClusterRegistry:
             max_concurrency=self._settings.connect_concurrency,
             max_response_bytes=self._settings.connect_max_response_bytes,
             redactor=redactor,
+            address_guard=self._policy.guard(spec.rest_url),
         )
         if handle is not None:
             self._retire(handle.client)

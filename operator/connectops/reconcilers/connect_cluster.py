@@ -6,7 +6,13 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from connectops.adapters.connect_rest import ConnectError, ConnectResponseTooLarge, NotKafkaConnect, WorkerHealth
+from connectops.adapters.connect_rest import (
+    ConnectAddressRefused,
+    ConnectError,
+    ConnectResponseTooLarge,
+    NotKafkaConnect,
+    WorkerHealth,
+)
 from connectops.adapters.kube import KubeError
 from connectops.errors import SpecInvalid, WorkerStarting
 from connectops.models.checks import SparkCheckDefaults
@@ -49,6 +55,10 @@ class ConnectClusterReconciler:
             info = await handle.client.server_info()
         except SpecInvalid as exc:
             conditions.set("Ready", False, exc.reason, str(exc), event_on_change=True, warning=True)
+        except ConnectAddressRefused as exc:
+            # its name leads where the operator never connects: nothing was sent, nor is /health
+            conditions.set("Ready", False, exc.reason, str(exc), event_on_change=True, warning=True)
+            outcome.error = exc
         except (NotKafkaConnect, ConnectResponseTooLarge) as exc:
             # it answered, so it is reachable, but it is not a worker: nothing it says is used
             status.reachable = True

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 from pydantic import ValidationError
 
 from connectops.adapters.connect_rest import (
+    ConnectAddressRefused,
     ConnectApi,
     ConnectAuthFailed,
     ConnectConflict,
@@ -1089,7 +1090,7 @@ async def _starting(handle: ClusterHandle | None, exc: ConnectError) -> str | No
 def _reason(exc: ConnectError) -> str:
     """A reason that says what to fix: the URL's target, the answer's size or the credentials are
     the user's to change; everything else is Connect being unavailable or refusing."""
-    if isinstance(exc, NotKafkaConnect | ConnectResponseTooLarge | ConnectAuthFailed):
+    if isinstance(exc, NotKafkaConnect | ConnectResponseTooLarge | ConnectAuthFailed | ConnectAddressRefused):
         return exc.reason
     return "ConnectUnavailable" if exc.retryable else "ConnectError"
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from connectops.adapters.addresses import api_server_endpoints
 from connectops.adapters.connect_rest import ConnectError
 from connectops.adapters.kube import KubeClient, KubeError, KubeObjectMissing, SecretKeyMissing
 from connectops.errors import SpecInvalid
@@ -42,7 +43,8 @@ class Previewer:
     def __init__(self, kube: KubeClient, settings: Settings) -> None:
         self._kube = kube
         self._settings = settings
-        self._clusters = ClusterRegistry(kube, settings)
+        # the operator's refusals, the API server's own address included: the plan says what it would
+        self._clusters = ClusterRegistry(kube, settings, api_servers=api_server_endpoints())
 
     async def aclose(self) -> None:
         await self._clusters.aclose()

@@ -4,7 +4,7 @@ resets, started again, and every reset must end in its planned final state.
 Two kinds of kill points, on one namespace, one operator, one running FileStreamSourceConnector
 (each reset re-reads its 8-line file once, so after k resets the topic holds (k + 1) x 8 records):
 
-* step boundaries: for every step of the REST reset (lock, inspect, backup, stop, reset,
+* step boundaries: for every step of the REST reset (lock, inspect, stop, backup, reset,
   resume, verify, unlock) the process SIGKILLs itself right after the step acted and before its
   completion was written (``CONNECTOPS_FAILPOINT=<step>:effects:kill``), and, for the two steps
   whose aftermath is most dangerous (connector stopped; offsets gone), right after the

@@ -13,16 +13,20 @@ next: reconcilers/offset_reset.py, UNWRITTEN_STARTS and the step machine's docst
 5. status PATCH: the reset accepted, its lock step Running, before the Lease exists (a crash or a
    deletion after the Lease must find its name in status);
 6. Lease POST: the lock;
-7. backup ConfigMap POST: before anything changes, never overwritten;
-8. status PATCH: the stop Running, with the plan, the previous states and the backup's name;
-9. status PATCH: the offsets call recorded as started, before it is sent;
-10. status PATCH: the offsets step Done, the resume Running, before the resume (a rerun must
+7. backup ConfigMap POST with ``dryRun=All`` (inspect, beside its reads of Connect): a backup the
+   operator could not write is refused before anything is stopped;
+8. status PATCH: the stop Running, with the plan and the previous states;
+9. backup ConfigMap POST, after the stop (a running connector's committed offsets trail its
+   position; its tasks commit it as they stop): before anything changes, never overwritten;
+10. status PATCH: the offsets call recorded as started, before it is sent, with the stop's and
+    the backup's completion and the backup's name;
+11. status PATCH: the offsets step Done, the resume Running, before the resume (a rerun must
     never change the offsets of a connector that runs again);
-11. status PATCH: verify Done, unlock Running, before the Lease goes (once it is gone another
+12. status PATCH: verify Done, unlock Running, before the Lease goes (once it is gone another
     reset may stop the connector, and verify could not be repeated);
-12. Lease DELETE at the version the lock step got (beside a GET of the Connector for the
+13. Lease DELETE at the version the lock step got (beside a GET of the Connector for the
     post-reset check: the slower of the two);
-13. status PATCH: the outcome.
+14. status PATCH: the outcome.
 
 This script makes that sequence against a kube-apiserver of its own (no Connect, no broker, no
 operator: nothing else asks the API server anything), through the operator's own adapter
@@ -56,7 +60,7 @@ from tests.env.servers import KubeAPI
 
 TARGET_OVERHEAD_SECONDS = 0.1
 NS = "floor"
-STEPS = ("lock", "inspect", "backup", "stop", "reset", "offsetSyncs", "resume", "verify", "unlock")
+STEPS = ("lock", "inspect", "stop", "backup", "reset", "offsetSyncs", "resume", "verify", "unlock")
 
 
 def status(round_: int, done: int) -> dict[str, Any]:
@@ -113,6 +117,8 @@ async def sequence(kc: Any, custom: Any, round_: int) -> dict[str, list[float]]:
     await timed("GET Secret", kc.secret_value(NS, "connect-auth", "password"))
     await timed("status PATCH", kc.patch_status(NS, "offsetresets", name, status(round_, 0)))
     lock = await timed("Lease POST", kc.acquire_lock(NS, "main", connector, f"{NS}/{name}", None))
+    await timed("ConfigMap POST dryRun", kc.create_config_map(NS, f"{name}-backup", data={}, dry_run=True))
+    await timed("status PATCH", kc.patch_status(NS, "offsetresets", name, status(round_, 2)))  # before the stop
     await timed(
         "ConfigMap POST",
         kc.create_config_map(
@@ -121,7 +127,7 @@ async def sequence(kc: Any, custom: Any, round_: int) -> dict[str, list[float]]:
             data={"backup.json": json.dumps({"connectors": {connector: {"offsets": [{"p": i} for i in range(20)]}}})},
         ),
     )
-    for done in (3, 4, 6, 8):  # before the stop, the offsets call, the resume, the unlock
+    for done in (4, 6, 8):  # before the offsets call, the resume, the unlock
         await timed("status PATCH", kc.patch_status(NS, "offsetresets", name, status(round_, done)))
     await timed(
         "Lease DELETE | GET Connector",

@@ -16,6 +16,6 @@ def test_reset_floor_bench_smoke(tmp_path: Path) -> None:
     # the status writes a REST reset makes (tests/reconcilers/test_reset_reconciler.py counts
     # them on the reconciler itself) and the other calls, each timed
     assert data["calls_per_reset"]["status PATCH"] == 6
-    assert sum(data["calls_per_reset"].values()) == 13
+    assert sum(data["calls_per_reset"].values()) == 14
     assert all(seconds > 0 for seconds in data["call_seconds_median"].values())
     assert data["floor_over_target"] == pytest.approx(data["floor_seconds"]["p50"] / 0.1)

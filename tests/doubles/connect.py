@@ -23,7 +23,10 @@ Modelled (each checked against the real worker by the contract test):
 - restarts (KIP-745): connector only, with tasks, only the failed ones; a task whose start fails
   for its config (FileStreamSink to a directory) fails again after every restart until the config
   changes;
-- offsets (KIP-875): readable in any state; altered or reset only when STOPPED (400 otherwise).
+- offsets (KIP-875): readable in any state; altered or reset only when STOPPED (400 otherwise);
+  a running connector's tasks may hold a position they commit only as they stop
+  (:meth:`FakeConnect.commit_at_stop`), as Connect's tasks commit at stop what the last periodic
+  commit (every ``offset.flush.interval.ms``) left behind.
   With a :class:`~tests.doubles.kafka.FakeKafka` attached, a sink's offsets are its consumer
   group's committed offsets there (``connect-<name>`` unless ``consumer.override.group.id``), as
   the worker reads and writes them through the admin client; otherwise they are kept here.
@@ -39,6 +42,7 @@ something.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 from collections.abc import Callable, Iterable, Mapping
@@ -208,6 +212,8 @@ class FakeConnector:
     #: (connector restarts, task id -> restarts), for assertions
     connector_restarts: int = 0
     task_restarts: dict[int, int] = field(default_factory=dict)
+    #: what the tasks commit as they stop (see FakeConnect.commit_at_stop)
+    final_commit: list[JSONDict] = field(default_factory=list)
     #: status reads that still show the state from before a stop (see FakeConnect.lag_stop)
     stop_lag: int = 0
     lagging_status: ConnectorState | None = None
@@ -319,6 +325,12 @@ class FakeConnect:
     def lose_answer(self, method: str, error: ConnectError, times: int = 1) -> None:
         """The next ``times`` calls of ``method`` take effect, then raise ``error`` (the answer lost)."""
         self._lost_answers.setdefault(method, []).extend([error] * times)
+
+    def commit_at_stop(self, name: str, offsets: Iterable[JSONDict]) -> None:
+        """The connector's tasks have moved on since their last periodic commit: at the next
+        stop they commit ``offsets`` (KIP-875 entries), as Connect's tasks do as they stop. A
+        sink's go to its consumer group when a FakeKafka holds it."""
+        self.connectors[name].final_commit = [copy.deepcopy(dict(o)) for o in offsets]
 
     def lag_stop(self, name: str, reads: int) -> None:
         """After the next stops of ``name``, ``reads`` status reads still show the state from
@@ -618,10 +630,24 @@ class FakeConnect:
         if connector.stop_lag and connector.target != "STOPPED":
             connector.lagging_status = connector.state(self.worker_id)
             connector.lagging_reads = connector.stop_lag
+        if connector.task_ids() and connector.final_commit:
+            self._commit(connector, connector.final_commit)
+            connector.final_commit = []
         connector.target = "STOPPED"
         connector.task_configs = 0
         connector.task_failures.clear()
         self._answer("stop")
+
+    def _commit(self, connector: FakeConnector, offsets: list[JSONDict]) -> None:
+        group = self.sink_group(connector)
+        for entry in offsets:
+            if group is not None:
+                assert self.kafka is not None
+                tp = (entry["partition"]["kafka_topic"], int(entry["partition"]["kafka_partition"]))
+                self.kafka.groups.setdefault(group, {})[tp] = int(entry["offset"]["kafka_offset"])
+            else:
+                key = json.dumps(entry["partition"], sort_keys=True)
+                connector.offsets[key] = {"partition": dict(entry["partition"]), "offset": dict(entry["offset"])}
 
     async def restart(self, name: str, *, include_tasks: bool, only_failed: bool) -> None:
         self._enter("restart", name, include_tasks, only_failed)

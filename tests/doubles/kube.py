@@ -73,6 +73,7 @@ class ResetKubeApi(ConnectorKubeApi, Protocol):
         binary_data: dict[str, str] | None = None,
         labels: dict[str, str] | None = None,
         annotations: dict[str, str] | None = None,
+        dry_run: bool = False,
     ) -> bool: ...
     async def transfer_lock(
         self,
@@ -361,10 +362,13 @@ class FakeKube:
         binary_data: dict[str, str] | None = None,
         labels: dict[str, str] | None = None,
         annotations: dict[str, str] | None = None,
+        dry_run: bool = False,
     ) -> bool:
-        self._enter("create_config_map", namespace, name)
+        self._enter("create_config_map_dry_run" if dry_run else "create_config_map", namespace, name)
         if (namespace, name) in self.config_maps:
             return False
+        if dry_run:
+            return True
         self.config_maps[(namespace, name)] = client.V1ConfigMap(
             # the API server drops empty maps: an empty labels or annotations map reads back as None
             metadata=client.V1ObjectMeta(

@@ -42,19 +42,22 @@ def crash_env(kube: KubeAPI, kube_client: Any, crds: None, tmp_path: Path) -> It
 # after the completion was recorded (the next step starts from status: durability). A step's
 # completion is written together with the next step's start, so a "done" boundary is the next
 # step's start.
-BOUNDARIES = [(s, "effects") for s in STEPS] + [(Step.STOP, "done"), (Step.RESET, "done")]
+BOUNDARIES = [(s, "effects") for s in STEPS] + [(Step.STOP, "done"), (Step.BACKUP, "done"), (Step.RESET, "done")]
 # Which step the API server shows Running at each crash: the last one whose start was written.
 # The starts of inspect, backup, reset and verify are not written on their own (a lock this
 # reset holds is taken again the same way, the backup is found again by name, each offsets call
 # is written before it is sent, nothing to redo): they ride on the next write, so a crash in
-# them shows the step before, which then runs again. (A lock taken over is written at once:
-# tests/helm/test_rbac_proof.py crashes after one.)
+# them shows the step before, which then runs again. The backup follows the stop: a crash
+# anywhere from the stop to the first offsets call shows the stop, which runs again (the
+# connector is stopped already) before the backup is found again by name. (A lock taken over
+# is written at once: tests/helm/test_rbac_proof.py crashes after one.)
 RECORDED = {
     (Step.LOCK, "effects"): Step.LOCK,
     (Step.INSPECT, "effects"): Step.LOCK,
-    (Step.BACKUP, "effects"): Step.LOCK,
     (Step.STOP, "effects"): Step.STOP,
     (Step.STOP, "done"): Step.STOP,
+    (Step.BACKUP, "effects"): Step.STOP,
+    (Step.BACKUP, "done"): Step.STOP,
     (Step.RESET, "effects"): Step.RESET,
     (Step.RESET, "done"): Step.RESUME,
     (Step.RESUME, "effects"): Step.RESUME,

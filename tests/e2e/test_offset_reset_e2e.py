@@ -1,4 +1,4 @@
-"""OffsetReset end to end: real API server, real Connect worker, real broker (Tansu)."""
+"""OffsetReset end to end: real API server, real Connect worker, real broker (Apache Kafka)."""
 
 from __future__ import annotations
 
@@ -102,8 +102,8 @@ def test_source_reset_rest_rereads_from_start(k8s: K8s, cluster: str, tmp_path: 
     assert [s["name"] for s in status["steps"]] == [
         "lock",
         "inspect",
-        "backup",
         "stop",
+        "backup",
         "reset",
         "offsetSyncs",
         "resume",
@@ -163,6 +163,9 @@ def test_dry_run_changes_nothing(k8s: K8s, cluster: str, tmp_path: Path, connect
     status = reset(k8s, "dry", {"connectorRef": {"name": name}, "action": "reset", "dryRun": True}, phase="Planned")
     assert status["plan"]["strategy"] == "rest"
     assert status["plan"]["current"][name] == before
+    assert status["plan"]["currentAsOf"] == "lastCommit"
+    cond = next(c for c in status["conditions"] if c["type"] == "Succeeded")
+    assert "may trail its position by up to the flush interval (offset.flush.interval.ms, 60 s)" in cond["message"]
     assert "backup" not in status
     assert rest.state(name) == "RUNNING"
     assert offsets(rest, name) == before

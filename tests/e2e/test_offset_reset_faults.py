@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import ConnectREST, K8s, connect_cluster_spec, topic_record_count, wait_for
-from tests.e2e.test_offset_reset_e2e import LINES, make_source, reset
+from tests.e2e.test_offset_reset_e2e import LINES, backup_doc, make_source, reset
 from tests.env.faultproxy import FaultProxy, FaultRule
 from tests.env.servers import ConnectWorker
 
@@ -79,24 +79,55 @@ def test_persistent_refusal_ends_failed_and_resumes(
     )
 
 
+def test_persistent_server_error_that_changed_nothing_resumes_the_connector(
+    k8s: K8s, proxied_cluster: str, proxy: FaultProxy, connect: ConnectWorker, tmp_path: Path
+) -> None:
+    """Every DELETE answered 500 before it reached Connect: retried (a 5xx may pass), then the
+    offsets are read back from Connect and Kafka, found as backed up, and the connector resumed."""
+    rest = ConnectREST(connect)
+    name, topic = make_source(k8s, tmp_path, proxied_cluster, connect)
+    rule = proxy.add_rule(FaultRule.status(500, "injected: offsets store unavailable", method="DELETE", path=OFFSETS))
+    status = reset(k8s, "unchanged", {"connectorRef": {"name": name}, "action": "reset"}, phase="Failed", timeout=300)
+    assert rule.fired >= 3
+    cond = next(c for c in status["conditions"] if c["type"] == "Succeeded")
+    assert cond["reason"] == "ResetFailed"
+    assert "offsets store unavailable" in cond["message"]
+    assert (
+        "Nothing was changed: the offsets read back from Connect and Kafka after the failure equal the backup"
+        in (cond["message"])
+    )
+    assert {c["state"] for c in status["changes"]} == {"Started"}  # no answer said what happened
+    assert "restoreManifest" not in status
+    # the truth: the offsets are the backup's, and the connector runs on from them
+    saved = backup_doc(k8s, status["backup"]["configMap"])["connectors"][name]["offsets"]
+    assert rest.http.get(rest.path(name) + "/offsets").json()["offsets"] == saved
+    wait_for(lambda: rest.state(name) == "RUNNING", 60, "connector resumed")
+    time.sleep(3)
+    assert topic_record_count(connect.bootstrap, topic) == len(LINES)  # nothing read again
+
+
 def test_persistent_server_error_keeps_the_connector_stopped_until_restored(
     k8s: K8s, proxied_cluster: str, proxy: FaultProxy, connect: ConnectWorker, tmp_path: Path
 ) -> None:
-    """A 5xx may come after some of a source's offsets records were written: the operator cannot
-    know, so the connector stays stopped and locked, and the restore it names brings it back."""
+    """A 5xx that came after the DELETE reached Connect (it cleared the offsets, the answer says
+    500): the offsets read back differ from the backup, so the connector stays stopped and
+    locked, and the restore it names brings it back."""
     import yaml
 
     rest = ConnectREST(connect)
     name, topic = make_source(k8s, tmp_path, proxied_cluster, connect)
     before = rest.http.get(rest.path(name) + "/offsets").json()["offsets"]
-    rule = proxy.add_rule(FaultRule.status(500, "injected: offsets store unavailable", method="DELETE", path=OFFSETS))
+    rule = proxy.add_rule(
+        FaultRule.status(500, "injected: offsets store unavailable", method="DELETE", path=OFFSETS, after_upstream=True)
+    )
     status = reset(k8s, "doomed", {"connectorRef": {"name": name}, "action": "reset"}, phase="Failed", timeout=300)
     assert rule.fired >= 3
     cond = next(c for c in status["conditions"] if c["type"] == "Succeeded")
     assert cond["reason"] == "ResetFailed"
     assert "offsets store unavailable" in cond["message"]
     assert status["backup"]["configMap"] in cond["message"]
-    assert "stay STOPPED" in cond["message"]
+    assert "stay STOPPED and locked because their offsets read back differ from the backup" in cond["message"]
+    assert rest.http.get(rest.path(name) + "/offsets").json()["offsets"] == []  # the DELETE did land
     assert {c["state"] for c in status["changes"]} == {"Started"}
     wait_for(
         lambda: any(e.reason == "ResetFailed" and e.type == "Warning" for e in k8s.events("doomed")),

@@ -185,8 +185,9 @@ EXPECTED: Final[dict[str, Breaks]] = {
     "events": NO_EVENTS,
     "events/create": NO_EVENTS,
     "configmaps": Breaks(
-        "the check's verdict cannot be read and the reset fails at its backup step",
-        lambda o: o.check_launched and not o.verdict_published and o.reset_failed_step == "backup",
+        "the check's verdict cannot be read and the reset fails at its inspect step (the backup's dry-run "
+        "create, before anything is stopped)",
+        lambda o: o.check_launched and not o.verdict_published and o.reset_failed_step == "inspect",
     ),
     "configmaps/get": Breaks(
         "the check's verdict ConfigMap cannot be read: lastCheck ends COMPLETED without a verdict",
@@ -198,8 +199,9 @@ EXPECTED: Final[dict[str, Breaks]] = {
         ),
     ),
     "configmaps/create": Breaks(
-        "the backup ConfigMap cannot be created: the reset fails at its backup step, no backup exists",
-        lambda o: o.reset_phase == "Failed" and o.reset_failed_step == "backup" and not o.backup_exists,
+        "the backup ConfigMap cannot be created: the reset fails at its inspect step (the backup's dry-run "
+        "create, before anything is stopped), no backup exists",
+        lambda o: o.reset_phase == "Failed" and o.reset_failed_step == "inspect" and not o.backup_exists,
     ),
     "secrets": Breaks(
         "the configFrom Secret cannot be read: Ready=False (KubernetesError), the connector never reaches Connect",

@@ -43,7 +43,7 @@ __all__ = ["CLUSTER", "NAMESPACE", "URL", "Crash", "ResetWorld", "fast_polls", "
 SCOPE = "kafka/fake-kafka-cluster"
 RESET = "rewind"
 BOOTSTRAP = "kafka.team-a:9092"
-STEPS = ("lock", "inspect", "backup", "stop", "reset", "offsetSyncs", "resume", "verify", "unlock")
+STEPS = ("lock", "inspect", "stop", "backup", "reset", "offsetSyncs", "resume", "verify", "unlock")
 
 
 class Crash(BaseException):

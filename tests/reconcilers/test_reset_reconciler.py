@@ -1,4 +1,4 @@
-"""Every step and failure path of the OffsetReset step machine (lock -> inspect -> backup -> stop
+"""Every step and failure path of the OffsetReset step machine (lock -> inspect -> stop -> backup
 -> reset -> offsetSyncs -> resume -> verify -> unlock, and ``_fail``), through the executor's
 public entry points (``run`` as kopf's create/update/resume handlers and their retries call it,
 ``release`` as the deletion handler does), against ``FakeConnect`` and ``FakeKube``. Each test
@@ -18,9 +18,9 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from connectops.adapters.connect_rest import ConnectRejected, ConnectUnavailable
+from connectops.adapters.connect_rest import ConnectOffsetsInvalid, ConnectRejected, ConnectUnavailable
 from connectops.adapters.kafka import GroupActive, KafkaAccessDenied, KafkaUnavailable
-from connectops.adapters.kube import KubeError, KubeObjectMissing, KubeUnavailable
+from connectops.adapters.kube import KubeError, KubeForbidden, KubeObjectMissing, KubeUnavailable
 from connectops.errors import NotReadyYet, ReferenceInvalid, as_kopf_error
 from connectops.models.offset_reset import OffsetResetSpec
 from connectops.planning.ownership import Claim
@@ -123,8 +123,8 @@ async def test_reset_runs_every_step_and_resumes(world: ResetWorld) -> None:
         "Started",
         "StepLock",
         "StepInspect",
-        "StepBackup",
         "StepStop",
+        "StepBackup",
         "StepReset",
         "StepResume",
         "StepVerify",
@@ -172,8 +172,10 @@ async def test_each_step_boundary_is_one_durable_write_before_the_next_step_acts
     # what the API server held when each mutating call went out
     for call, done, running in (
         ("acquire_lock", None, "lock"),
-        ("stop", "backup", "stop"),
-        ("delete_offsets", "stop", "reset"),
+        ("stop", "inspect", "stop"),
+        # the backup follows the stop: its ConfigMap exists, and the write before the first
+        # offsets call carries the stop's completion, the backup's and the reset step's start
+        ("delete_offsets", "backup", "reset"),
         ("resume", "reset", "resume"),
         ("release_lock", "verify", "unlock"),
     ):
@@ -205,8 +207,9 @@ async def test_each_step_boundary_is_one_durable_write_before_the_next_step_acts
             assert "Running" in states.values(), (finished, states)
     # one write per step that acts, each carrying the completions since the previous one (a
     # lock this reset took plainly is taken again the same way by a rerun: its completion
-    # rides with inspect's and the backup's, on the write before the stop)
-    assert completions == [["lock", "inspect", "backup"], ["stop"], ["reset"], ["resume", "verify"], ["unlock"]]
+    # rides with inspect's, on the write before the stop; the stop's and the backup's ride on
+    # the write of the first offsets call)
+    assert completions == [["lock", "inspect"], ["stop", "backup"], ["reset"], ["resume", "verify"], ["unlock"]]
     # six status writes in all (the first, then one per boundary above): the count
     # benchmarks/reset_floor_bench.py times as the floor under the reset's overhead
     reset_writes = [
@@ -303,11 +306,18 @@ async def test_dry_run_publishes_the_plan_and_changes_nothing(world: ResetWorld)
     assert status["phase"] == "Planned"
     assert "changes" not in status or status["changes"] == []
     assert status["plan"]["strategy"] == "rest"
-    assert status["plan"]["steps"] == ["lock", "inspect", "backup", "stop", "reset", "resume", "verify", "unlock"]
+    assert status["plan"]["steps"] == ["lock", "inspect", "stop", "backup", "reset", "resume", "verify", "unlock"]
     assert status["plan"]["current"] == {NAME: SOURCE_OFFSETS}
     assert status["plan"]["currentCounts"] == {NAME: 1}
+    # the connector ran on: its figures are its last commit's, and the outcome says what that means
+    assert status["plan"]["currentAsOf"] == "lastCommit"
     assert status["plan"]["workerVersion"] == "4.3.0"
     assert world.condition("Succeeded")["reason"] == "Planned"
+    assert world.condition("Succeeded")["message"] == (
+        "dry run: the plan is in status.plan; nothing changed; its offsets are as the connector last "
+        "committed them: the connector keeps running, so they may trail its position by up to the flush "
+        "interval (offset.flush.interval.ms, 60 s); a reset reads them after stopping the connector"
+    )
     # a terminal reset is not run again
     world.connect.calls.clear()
     assert await world.run() is False
@@ -640,38 +650,68 @@ async def test_a_backup_taken_before_a_crash_is_kept_not_retaken(world: ResetWor
     world.crash_on_event("StepBackup")  # the ConfigMap exists, the step's Done is not stored
     with pytest.raises(Crash):
         await world.run()
-    # the starts of inspect and the backup ride on the write before the stop: the lock step is
-    # what was recorded (this reset took it plainly; a rerun takes it again the same way)
-    steps = ("lock", "inspect", "backup")
-    assert tuple(world.step(s)["state"] for s in steps) == ("Running", "Pending", "Pending")
+    # the backup's start rides on the next write (the first offsets call's): the stop is what
+    # was recorded, and the connector is stopped
+    steps = ("lock", "inspect", "stop", "backup")
+    assert tuple(world.step(s)["state"] for s in steps) == ("Done", "Done", "Running", "Pending")
+    assert world.state(NAME) == ("STOPPED", 0)
     first = world.backup()
-    # the connector ran on while the operator was down and moved on
+    # someone changes the stopped connector's offsets while the operator is down
     world.connect.connectors[NAME].offsets.clear()
     world.seed_offsets(NAME, [{"partition": {"filename": "/data/in.txt"}, "offset": {"position": 99}}])
 
     assert await world.run() is True  # the operator restarted: kopf's resume handler
     assert world.backup() == first  # never overwritten: the offsets from before anything changed
     assert world.backup()["connectors"][NAME]["offsets"] == SOURCE_OFFSETS
-    assert tuple(world.step(s)["attempts"] for s in steps) == (2, 1, 1)
-    assert world.step("lock")["message"].startswith("locked ")
+    # the plan shows the backup kept, not the later read
+    assert world.status()["plan"]["current"] == {NAME: SOURCE_OFFSETS}
+    assert tuple(world.step(s)["attempts"] for s in steps) == (1, 1, 2, 1)
     assert "kept the backup already taken by this reset" in world.step("backup")["message"]
     assert [c[0] for c in world.kube.calls].count("create_config_map") == 2
     assert world.status()["phase"] == "Succeeded"
     assert world.offsets(NAME) == []
 
 
-async def test_the_backup_saves_the_offsets_the_plan_was_made_from_read_once(world: ResetWorld) -> None:
-    """Before the stop, Connect's offsets are read once: the plan and the backup come from the
-    same answer (a second read would only add time while the connector still runs)."""
+async def test_the_backup_holds_what_the_stop_committed(world: ResetWorld) -> None:
+    """Connect commits offsets every flush interval and once more as the tasks stop: the
+    connector has moved on from the last periodic commit (position 42) to 66, which only the
+    stop commits. Nothing reads the offsets before the stop; the backup, the plan and the read
+    after the change all come from one read after it."""
+    moved = [{"partition": {"filename": "/data/in.txt"}, "offset": {"position": 66}}]
+    world.connect.commit_at_stop(NAME, moved)
     world.create(reset_spec())
     assert await world.run() is True
+
     calls = [c.method for c in world.connect.calls]
-    assert calls[: calls.index("stop")].count("get_offsets") == 1
-    assert world.backup()["connectors"][NAME]["offsets"] == SOURCE_OFFSETS
-    assert world.status()["plan"]["current"][NAME] == SOURCE_OFFSETS
+    assert calls[: calls.index("stop")].count("get_offsets") == 0
+    assert calls[calls.index("stop") : calls.index("delete_offsets")].count("get_offsets") == 1
+    assert world.backup()["connectors"][NAME]["offsets"] == moved
+    assert world.backup()["readAfterStop"] is True
+    assert world.backup_annotations()["connectops.io/read-after-stop"] == "true"
+    status = world.status()
+    assert status["backup"]["readAfterStop"] is True
+    assert status["plan"]["current"] == {NAME: moved}
+    assert status["plan"]["currentAsOf"] == "stop"
+    assert world.offsets(NAME) == []
+
+    # and the restore from it puts back the position the stop committed, not the older one
+    world.create(reset_spec(action="restore", restoreFrom=world.backup_name()), name="back")
+    assert await world.run("back") is True
+    assert world.offsets(NAME) == moved
 
 
-async def test_a_foreign_configmap_with_the_backup_name_is_refused(world: ResetWorld) -> None:
+async def test_a_sinks_backup_holds_the_group_offsets_the_stop_committed(monkeypatch: pytest.MonkeyPatch) -> None:
+    world = kafka_world(monkeypatch, version="4.3.0")  # REST, with Kafka access for the read-back
+    moved = [sink_entry(0, 11), sink_entry(1, 25), sink_entry(2, 30)]
+    world.connect.commit_at_stop("sink", moved)
+    world.create(reset_spec(connectorName="sink"))
+    assert await world.run() is True
+    assert world.backup()["connectors"]["sink"]["offsets"] == moved
+    assert world.status()["plan"]["current"] == {"sink": moved}
+    assert "connect-sink" not in world.kafka.groups
+
+
+async def test_a_foreign_configmap_with_the_backup_name_is_refused_before_the_stop(world: ResetWorld) -> None:
     world.create(reset_spec())
     world.kube.add_config_map(
         NAMESPACE, world.backup_name(), {"backup.json": "{}"}, annotations={"connectops.io/offset-reset-uid": "other"}
@@ -683,11 +723,174 @@ async def test_a_foreign_configmap_with_the_backup_name_is_refused(world: ResetW
     cm = world.kube.config_maps[(NAMESPACE, world.backup_name())]
     assert cm.data == {"backup.json": "{}"}  # not replaced
     assert world.kube.leases == {}
-    assert world.steps()["backup"] == "Failed"
+    assert world.steps()["inspect"] == "Failed"
     assert world.steps()["stop"] == "Pending"
+    cond = world.condition("Succeeded")
+    assert cond["reason"] == "InspectFailed"
+    assert "is not this reset's backup; nothing was changed" in cond["message"]
+
+
+async def test_a_foreign_configmap_made_after_the_inspection_is_refused_and_the_connector_resumed(
+    world: ResetWorld,
+) -> None:
+    world.create(reset_spec())
+    original = world.connect.stop
+
+    async def stop_then_squat(name: str) -> None:
+        await original(name)
+        world.kube.add_config_map(
+            NAMESPACE, world.backup_name(), {"backup.json": "{}"}, annotations={"connectops.io/offset-reset-uid": "x"}
+        )
+
+    world.connect.stop = stop_then_squat  # type: ignore[method-assign]
+    assert await world.run() is True
+    assert world.writes() == ["stop", "resume"]
+    assert world.offsets(NAME) == SOURCE_OFFSETS
+    assert world.state(NAME) == ("STARTED", 1)
     cond = world.condition("Succeeded")
     assert cond["reason"] == "BackupFailed"
     assert "is not this reset's backup; nothing was changed" in cond["message"]
+    assert "the connector(s) were resumed" in cond["message"]
+
+
+async def test_a_backup_the_operator_may_not_write_is_refused_before_the_stop(world: ResetWorld) -> None:
+    world.kube.fail_next(
+        "create_config_map_dry_run",
+        KubeForbidden(
+            f"ConfigMap {NAMESPACE}/x: API answered 403 Forbidden: the operator may not create ConfigMaps here"
+        ),
+    )
+    world.create(reset_spec())
+    assert await world.run() is True
+    assert world.connect.writes() == []
+    assert world.kube.config_maps == {}
+    assert world.steps()["inspect"] == "Failed"
+    cond = world.condition("Succeeded")
+    assert cond["reason"] == "InspectFailed"
+    assert "the backup cannot be written" in cond["message"]
+    assert "nothing was changed" in cond["message"]
+
+
+async def test_a_retried_backup_first_sees_the_connector_stopped(world: ResetWorld) -> None:
+    """A backup step that runs without this execution's stop (a retry after a failed attempt)
+    reads nothing until the connector shows STOPPED with no tasks."""
+    world.create(reset_spec())
+    original = world.kube.create_config_map
+    failed = False
+
+    async def create_once_failing(*args: Any, **kwargs: Any) -> bool:
+        nonlocal failed
+        if not failed and not kwargs.get("dry_run"):
+            failed = True
+            raise KubeUnavailable("create ConfigMap: the API server did not answer")
+        return await original(*args, **kwargs)
+
+    world.kube.create_config_map = create_once_failing  # type: ignore[method-assign]
+    with pytest.raises(KubeUnavailable):
+        await world.run()
+    assert world.steps()["backup"] == "Running"
+    assert world.steps()["stop"] == "Done"
+    # meanwhile the connector runs again (a person resumed it despite the lock)
+    await world.connect.resume(NAME)
+    with pytest.raises(NotReadyYet):
+        await world.run()
+    assert "not STOPPED with no tasks: not backed up" in world.step("backup")["message"]
+    assert world.kube.config_maps == {}
+    await world.connect.stop(NAME)
+    assert await world.run() is True
+    assert world.status()["phase"] == "Succeeded"
+    assert world.backup()["connectors"][NAME]["offsets"] == SOURCE_OFFSETS
+
+
+# -- a reset begun by an operator version that backed up before the stop -----------------------
+
+OLD_ORDER = ("lock", "inspect", "backup", "stop", "reset", "offsetSyncs", "resume", "verify", "unlock")
+
+
+def as_written_in_the_old_order(world: ResetWorld, states: dict[str, str], offsets: list[dict[str, Any]]) -> None:
+    """Make the stored reset look as the earlier version left it: its steps in the old order
+    with ``states``, its backup (taken before the stop, holding ``offsets``) in a ConfigMap
+    without the read-after-stop mark, and its status saying so."""
+    stored = world.kube.objects[(NAMESPACE, "offsetresets", RESET)]["status"]
+    by_name = {
+        s["name"]: {**s, **({"state": states[s["name"]]} if s["name"] in states else {})} for s in stored["steps"]
+    }
+    stored["steps"] = [by_name[n] for n in OLD_ORDER]
+    stored["backup"] = {"configMap": world.backup_name(), "offsets": len(offsets), "takenAt": "2026-01-01T00:00:00Z"}
+    doc = {"version": 1, "cluster": CLUSTER, "offsetReset": f"{NAMESPACE}/{RESET}", "connectors": {}}
+    doc["connectors"][NAME] = {"kind": "source", "offsets": offsets}
+    world.kube.config_maps.pop((NAMESPACE, world.backup_name()), None)
+    world.kube.add_config_map(
+        NAMESPACE,
+        world.backup_name(),
+        {"backup.json": json.dumps(doc)},
+        annotations={"connectops.io/offset-reset": RESET, "connectops.io/offset-reset-uid": world.uid()},
+    )
+
+
+async def test_a_reset_backed_up_before_the_stop_is_backed_up_again_after_it(world: ResetWorld) -> None:
+    moved = [{"partition": {"filename": "/data/in.txt"}, "offset": {"position": 66}}]
+    world.connect.commit_at_stop(NAME, moved)
+    world.create(reset_spec())
+    world.crash_on_event("StepStop")  # the earlier version: backup done, the stop sent, not recorded
+    with pytest.raises(Crash):
+        await world.run()
+    as_written_in_the_old_order(world, {"backup": "Done", "stop": "Running"}, SOURCE_OFFSETS)
+    assert world.offsets(NAME) == moved  # what the stop committed: the old backup trails it
+
+    assert await world.run() is True  # the new version resumes it
+    status = world.status()
+    assert status["phase"] == "Succeeded"
+    assert [s["name"] for s in status["steps"]] == list(STEPS)  # listed in the order they ran
+    assert world.steps() == ALL_DONE
+    again = f"{world.backup_name()}-stopped"
+    assert status["backup"]["configMap"] == again
+    assert status["backup"]["earlierConfigMap"] == world.backup_name()
+    assert status["backup"]["readAfterStop"] is True
+    cm = world.kube.config_maps[(NAMESPACE, again)]
+    assert cm.data is not None
+    assert json.loads(cm.data["backup.json"])["connectors"][NAME]["offsets"] == moved
+    assert world.backup()["connectors"][NAME]["offsets"] == SOURCE_OFFSETS  # the first one, kept
+    assert "taken before the stop by an earlier operator version" in world.step("backup")["message"]
+    assert world.writes() == ["stop", "stop", "delete_offsets", "resume"]
+    assert world.offsets(NAME) == []
+    assert world.kube.leases == {}
+    # the restore it would name puts back the position the stop committed
+    world.create(reset_spec(action="restore", restoreFrom=again), name="back")
+    assert await world.run("back") is True
+    assert world.offsets(NAME) == moved
+
+
+async def test_an_old_order_reset_past_its_first_offsets_call_keeps_its_backup(world: ResetWorld) -> None:
+    world.create(reset_spec())
+    world.crash_on_event("StepReset")  # the DELETE was sent; its answer not recorded
+    with pytest.raises(Crash):
+        await world.run()
+    as_written_in_the_old_order(world, {"backup": "Done", "stop": "Done", "reset": "Running"}, SOURCE_OFFSETS)
+
+    assert await world.run() is True
+    status = world.status()
+    assert status["phase"] == "Succeeded"
+    assert [s["name"] for s in status["steps"]] == list(STEPS)
+    assert status["backup"]["configMap"] == world.backup_name()  # the backup there is: offsets changed since
+    assert (NAMESPACE, f"{world.backup_name()}-stopped") not in world.kube.config_maps
+    assert world.step("backup")["attempts"] == 1
+    assert world.offsets(NAME) == []
+
+
+async def test_an_old_order_reset_stopped_but_not_changed_is_backed_up_again(world: ResetWorld) -> None:
+    world.create(reset_spec())
+    world.crash_on_event("StepBackup")
+    with pytest.raises(Crash):
+        await world.run()
+    # the earlier version: backup, then stop, both done; the reset step's start not yet written
+    as_written_in_the_old_order(world, {"backup": "Done", "stop": "Done"}, [])
+    assert await world.run() is True
+    status = world.status()
+    assert status["phase"] == "Succeeded"
+    assert status["backup"]["configMap"] == f"{world.backup_name()}-stopped"
+    assert status["backup"]["offsets"] == 1
+    assert world.writes() == ["stop", "delete_offsets", "resume"]  # seen STOPPED: not stopped again
 
 
 # -- stop -----------------------------------------------------------------------------------------
@@ -811,21 +1014,25 @@ async def test_a_refused_offsets_call_resumes_the_connector(world: ResetWorld) -
     assert [(c["call"], c["state"]) for c in world.status()["changes"]] == [("DELETE offsets", "Refused")]
     cond = world.condition("Succeeded")
     assert cond["reason"] == "ResetFailed"
-    # the condition judges by the recorded call (Refused): nothing changed
-    assert "Offsets were not changed (every offsets call was refused" in cond["message"]
-    assert cond["message"].endswith("; the connector(s) were resumed")
+    # read back after the failure: the offsets are the backup's, so nothing was changed
+    assert (
+        f"Nothing was changed: the offsets read back from Connect after the failure equal the backup in "
+        f"ConfigMap {world.backup_name()}; the connector(s) were resumed"
+    ) in cond["message"]
     assert "restoreManifest" not in world.status()
 
 
-async def test_a_read_back_mismatch_fails_unsafe(world: ResetWorld) -> None:
+async def test_a_call_that_changed_nothing_resumes_the_connector_unchanged(world: ResetWorld) -> None:
+    """Connect answers "altered" and changes nothing: the read-back after the change fails, and
+    the offsets read back equal the backup: nothing was changed, so the connector runs again."""
     world.connect.ignore_offset_writes = True  # answers "altered", changes nothing
     world.seed("sink", SINK_CONFIG, SINK_OFFSETS)
     world.create(reset_spec(connectorName="sink", action="alter", offsets=[sink_entry(0, 5)]))
     assert await world.run() is True
 
     assert world.offsets("sink") == SINK_OFFSETS
-    assert world.state("sink") == ("STOPPED", 0)
-    assert world.lock("sink") is not None
+    assert world.state("sink") == ("STARTED", 1)
+    assert world.lock("sink") is None
     assert world.steps()["reset"] == "Failed"
     assert [(c["call"], c["state"], c["confirmedByConnector"]) for c in world.status()["changes"]] == [
         ("PATCH offsets", "Done", True)
@@ -834,8 +1041,83 @@ async def test_a_read_back_mismatch_fails_unsafe(world: ResetWorld) -> None:
     assert cond["reason"] == "ResetFailed"
     assert "offsets after the reset differ from the plan" in cond["message"]
     assert "expected {'kafka_offset': 5}, found {'kafka_offset': 10}" in cond["message"]
-    assert "stay STOPPED" in cond["message"]
+    assert (
+        "Nothing was changed: the offsets read back from Connect after the failure equal the backup"
+        in (cond["message"])
+    )
+    assert "restoreManifest" not in world.status()
+
+
+async def test_a_partial_write_keeps_the_connector_stopped(world: ResetWorld) -> None:
+    """A PATCH that wrote some of its partitions and then failed (a 5xx): the offsets read back
+    differ from the backup, so the connector stays stopped and locked, however the answer read."""
+    world.seed("sink", SINK_CONFIG, SINK_OFFSETS)
+    original = world.connect.patch_offsets
+
+    async def half(name: str, offsets: list[dict[str, Any]]) -> str:
+        await original(name, offsets[:1])
+        raise ConnectUnavailable("alter offsets: HTTP 500: Request timed out", status=500, operation="alter offsets")
+
+    world.connect.patch_offsets = half  # type: ignore[method-assign]
+    entries = [sink_entry(0, 5), sink_entry(1, 6)]
+    world.create(reset_spec(connectorName="sink", action="alter", offsets=entries))
+    assert await world.drive() is True
+
+    assert world.offsets("sink") == [sink_entry(0, 5), sink_entry(1, 20), sink_entry(2, 30)]
+    assert world.state("sink") == ("STOPPED", 0)
+    assert world.lock("sink") is not None
+    cond = world.condition("Succeeded")
+    assert "stay STOPPED and locked because their offsets read back differ from the backup" in cond["message"]
+    assert world.backup_name() in cond["message"]
     assert world.status()["restoreManifest"]
+
+
+async def test_a_server_error_that_changed_nothing_ends_in_a_resume(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every attempt's DELETE answered 500 without reaching the offsets: retried (a 5xx may be
+    passing), then read back, found as backed up, and the connector resumed."""
+    world = make_reset_world(monkeypatch, max_step_attempts=3)
+    world.seed(NAME, SOURCE_CONFIG, SOURCE_OFFSETS)
+    error = ConnectUnavailable("reset offsets: HTTP 500: store unavailable", status=500, operation="reset offsets")
+    world.connect.fail_next("delete_offsets", error, times=3)
+    world.create(reset_spec())
+    assert await world.drive() is True
+
+    assert world.writes() == ["stop", "delete_offsets", "delete_offsets", "delete_offsets", "resume"]
+    assert [c["state"] for c in world.status()["changes"]] == ["Started", "Started", "Started"]
+    assert world.offsets(NAME) == SOURCE_OFFSETS
+    assert world.state(NAME) == ("STARTED", 1)
+    assert world.kube.leases == {}
+    cond = world.condition("Succeeded")
+    assert "store unavailable (after 3 attempts). Nothing was changed" in cond["message"]
+    assert "restoreManifest" not in world.status()
+
+
+async def test_offsets_refused_as_invalid_are_not_retried(world: ResetWorld) -> None:
+    """A source connector's alterOffsets refusing the offsets is a 500 from Connect: not worth a
+    retry. Said once, read back, resumed."""
+    world.create(
+        reset_spec(action="alter", offsets=[{"partition": {"filename": "/data/in.txt"}, "offset": {"pos": 1}}])
+    )
+    world.connect.fail_next(
+        "patch_offsets",
+        ConnectOffsetsInvalid(
+            "alter offsets: HTTP 500: Offset objects should either be null or contain the key 'position'",
+            status=500,
+            operation="alter offsets",
+        ),
+        times=5,
+    )
+    assert await world.run() is True  # no kopf retry: failed in the first call
+
+    assert world.writes() == ["stop", "patch_offsets", "resume"]
+    assert world.step("reset")["attempts"] == 1
+    assert [c["state"] for c in world.status()["changes"]] == ["Refused"]
+    assert world.offsets(NAME) == SOURCE_OFFSETS
+    assert world.state(NAME) == ("STARTED", 1)
+    message = world.condition("Succeeded")["message"]
+    assert message.count("not retried") == 1
+    assert "Connect refused these offsets as invalid: the same request cannot succeed, so it was not retried" in message
+    assert "Nothing was changed" in message
 
 
 # -- resume, verify -------------------------------------------------------------------------------
@@ -1007,6 +1289,60 @@ async def test_restore_refuses_a_backup_of_another_connector(world: ResetWorld) 
     assert world.kube.leases == {}
 
 
+async def test_a_restore_from_an_empty_backup_clears_the_connector(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A backup of a connector that held no offsets: restoring it is making the connector hold
+    none (one DELETE; Connect refuses a PATCH without offsets), read back, then resumed."""
+    world = kafka_world(monkeypatch, version="4.3.0")
+    world.kube.add_config_map(
+        NAMESPACE,
+        "empty-backup",
+        {"backup.json": json.dumps({"version": 1, "connectors": {"sink": {"kind": "sink", "offsets": []}}})},
+    )
+    world.create(reset_spec(connectorName="sink", action="restore", restoreFrom="empty-backup"))
+    assert await world.run() is True
+    status = world.status()
+    assert status["phase"] == "Succeeded", world.condition("Succeeded")
+    assert world.writes() == ["stop", "delete_offsets", "resume"]
+    assert "connect-sink" not in world.kafka.groups
+    assert world.state("sink") == ("STARTED", 1)
+    assert world.step("reset")["message"] == "restored sink (0 partition(s)) from ConfigMap empty-backup"
+
+    # the sink holds nothing now: restoring nothing again is no call at all
+    world.connect.calls.clear()
+    world.create(reset_spec(connectorName="sink", action="restore", restoreFrom="empty-backup"), name="again")
+    assert await world.run("again") is True
+    assert world.status("again")["phase"] == "Succeeded"
+    assert world.writes() == ["stop", "resume"]
+    assert world.status("again").get("changes", []) == []
+
+
+async def test_a_tombstone_restore_from_an_empty_backup_deletes_the_group(monkeypatch: pytest.MonkeyPatch) -> None:
+    world = kafka_world(monkeypatch)  # 3.5: the consumer group itself
+    doc = {"version": 1, "connectors": {"sink": {"kind": "sink", "offsets": [], "group": "connect-sink"}}}
+    world.kube.add_config_map(NAMESPACE, "empty-backup", {"backup.json": json.dumps(doc)})
+    world.create(reset_spec(connectorName="sink", action="restore", restoreFrom="empty-backup"))
+    assert await world.run() is True
+    assert world.status()["phase"] == "Succeeded", world.condition("Succeeded")
+    assert "connect-sink" not in world.kafka.groups
+    assert [(c["call"], c["state"]) for c in world.status()["changes"]] == [("delete group", "Done")]
+
+
+async def test_a_dry_run_names_the_clusters_flush_interval(monkeypatch: pytest.MonkeyPatch) -> None:
+    world = make_reset_world(monkeypatch)
+    world.kube.add_connect_cluster(
+        NAMESPACE,
+        CLUSTER,
+        {"restUrl": URL, "workerMetrics": {"urls": ["http://connect-0:9404/metrics"], "offsetFlushIntervalMs": 10000}},
+    )
+    world.seed(NAME, SOURCE_CONFIG, SOURCE_OFFSETS)
+    world.create(reset_spec(dryRun=True))
+    assert await world.run() is True
+    assert (
+        "may trail its position by up to the flush interval (offset.flush.interval.ms, 10 s)"
+        in (world.condition("Succeeded")["message"])
+    )
+
+
 # -- Kafka access: sinks' consumer groups, set-to actions -----------------------------------------
 
 GROUP_OFFSETS = {("orders", 0): 10, ("orders", 1): 20, ("orders", 2): 30}
@@ -1118,7 +1454,7 @@ async def test_a_group_that_keeps_its_members_is_resumed_unchanged(monkeypatch: 
     assert world.lock("sink") is None
     cond = world.condition("Succeeded")
     assert cond["reason"] == "ResetFailed"
-    assert "Offsets were not changed" in cond["message"]
+    assert "Nothing was changed: the offsets read back from Connect and Kafka after the failure" in cond["message"]
     assert "restoreManifest" not in world.status()
 
 

@@ -18,21 +18,26 @@ from connectops.models.offset_reset import (
 from connectops.planning.connector import capabilities_for
 from connectops.planning.offset_reset import (
     ALL_STEPS,
+    DEFAULT_FLUSH_INTERVAL_MS,
     ConnectorKind,
     MirrorFlow,
     PlanError,
     Step,
     TargetConnector,
+    backup_predates_stop,
     connector_kind,
     diff_offsets,
+    dry_run_caveat,
     expected_after,
     mirror_source_syncs,
     offset_syncs_topic,
     plan_reset,
+    restore_call,
     restore_entries,
     resume_state,
     shares_syncs_topic,
     sink_group,
+    step_rank,
     untouched,
     validate_entries,
 )
@@ -84,9 +89,10 @@ def test_matrix(action: ResetAction, strategy: ResetStrategy, kind: ConnectorKin
     plan = plan_reset(spec, [target(kind)], V43, has_kafka_access=True)
     expected_strategy = ResetStrategy.REST if strategy is ResetStrategy.AUTO else strategy
     assert plan.strategy is expected_strategy
-    # fixed order, backup strictly before stop, stop strictly before reset, resume after reset
+    # fixed order: the stop before the backup (a stopped connector's offsets no longer move),
+    # the backup strictly before the reset, resume after reset
     assert plan.steps == [s for s in ALL_STEPS if s is not Step.OFFSET_SYNCS]
-    assert plan.steps.index(Step.BACKUP) < plan.steps.index(Step.STOP) < plan.steps.index(Step.RESET)
+    assert plan.steps.index(Step.STOP) < plan.steps.index(Step.BACKUP) < plan.steps.index(Step.RESET)
     assert plan.steps.index(Step.RESET) < plan.steps.index(Step.RESUME) < plan.steps.index(Step.UNLOCK)
     if action is ResetAction.ALTER:
         assert [e.model_dump(mode="json") for e in plan.entries["c"]] == [ENTRY_FOR[kind]]
@@ -320,6 +326,49 @@ def test_restore_is_exactly_the_backup_in_one_patch() -> None:
     assert expected_after(ResetAction.RESTORE, patch, current) == saved
     assert restore_entries([], []) == []
     assert untouched([_sink("t", 0, 1)], current) == [_sink("t", 2, 1)]
+
+
+def test_restore_call() -> None:
+    current = [_sink("t", 0, 1), _sink("t", 2, 1)]
+    assert restore_call([_sink("t", 0, 5)], current) == ("patch", [_sink("t", 0, 5), _sink("t", 2, None)])
+    # a backup of a connector that held nothing: clear it (Connect refuses a PATCH without offsets)
+    assert restore_call([], current) == ("delete", [])
+    assert restore_call([_sink("t", 0, None)], current) == ("delete", [])
+    assert restore_call([], []) == ("none", [])
+    assert restore_call([], [_sink("t", 0, None)]) == ("none", [])
+
+
+def test_steps_rank_in_the_order_they_run() -> None:
+    old = ["lock", "inspect", "backup", "stop", "reset", "offsetSyncs", "resume", "verify", "unlock"]
+    assert sorted(old, key=step_rank) == [str(s) for s in ALL_STEPS]
+    assert [str(s) for s in ALL_STEPS][:4] == ["lock", "inspect", "stop", "backup"]
+    assert step_rank("unknown") == len(ALL_STEPS)
+
+
+@pytest.mark.parametrize(
+    ("states", "after_stop", "changed", "again"),
+    [
+        ({"backup": "Done", "stop": "Pending", "reset": "Pending"}, False, False, True),
+        ({"backup": "Done", "stop": "Running", "reset": "Pending"}, False, False, True),
+        ({"backup": "Done", "stop": "Done", "reset": "Running"}, False, False, True),  # no call made yet
+        ({"backup": "Done", "stop": "Done", "reset": "Running"}, False, True, False),  # a call made: keep it
+        ({"backup": "Done", "stop": "Done", "reset": "Done"}, False, False, False),
+        ({"backup": "Done", "stop": "Done", "reset": "Pending"}, True, False, False),  # read after the stop
+        ({"backup": "Skipped", "stop": "Skipped", "reset": "Skipped"}, False, False, False),  # a dry run
+        ({"backup": "Pending", "stop": "Pending"}, False, False, False),
+    ],
+)
+def test_a_backup_taken_before_the_stop_is_taken_again_while_nothing_changed(
+    states: dict[str, str], after_stop: bool, changed: bool, again: bool
+) -> None:
+    assert backup_predates_stop(states, backup_read_after_stop=after_stop, changed=changed) is again
+
+
+def test_a_dry_run_says_its_figures_may_trail() -> None:
+    text = dry_run_caveat(DEFAULT_FLUSH_INTERVAL_MS)
+    assert "as the connector last committed them" in text
+    assert "(offset.flush.interval.ms, 60 s)" in text
+    assert "(offset.flush.interval.ms, 1.5 s)" in dry_run_caveat(1500)
 
 
 SOURCE_MM2 = {

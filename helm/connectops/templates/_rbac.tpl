@@ -46,7 +46,7 @@ Each entry:
 - id: configmaps
   scope: namespaced
   mode: any
-  why: offset backups before a reset (create only; a resumed step reads its own back, never overwrites), check verdicts (get)
+  why: offset backups before a reset's first change (create only, checked by a dry-run create before the connector stops; a resumed step reads its own back, never overwrites), check verdicts (get)
   apiGroups: [""]
   resources: [configmaps]
   verbs: [get, create]

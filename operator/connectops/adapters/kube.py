@@ -50,6 +50,13 @@ class KubeUnavailable(KubeError):
     """The API server failed or refused (5xx, network, 403 from missing RBAC)."""
 
 
+class KubeForbidden(KubeUnavailable):
+    """403 on a write the operator needs (its RBAC does not allow it): a retry does not help
+    until the Role changes."""
+
+    retryable = False
+
+
 class LockHeld(KubeError):
     """Another OffsetReset holds the connector's lock."""
 
@@ -106,11 +113,20 @@ class _CoreCalls:
     def __init__(self, api: client.ApiClient) -> None:
         self._api = api
 
-    def _call(self, method: str, path: str, params: dict[str, str], answer: str, body: Any = None) -> Any:
+    def _call(
+        self,
+        method: str,
+        path: str,
+        params: dict[str, str],
+        answer: str,
+        body: Any = None,
+        query: list[tuple[str, str]] | None = None,
+    ) -> Any:
         request = self._api.param_serialize(
             method=method,
             resource_path=path,
             path_params=params,
+            query_params=query or [],
             header_params={"Accept": "application/json", **({"Content-Type": "application/json"} if body else {})},
             body=body,
             auth_settings=["BearerToken"],
@@ -128,9 +144,12 @@ class _CoreCalls:
         path = "/api/v1/namespaces/{namespace}/configmaps/{name}"
         return self._call("GET", path, {"namespace": namespace, "name": name}, "V1ConfigMap")  # type: ignore[no-any-return]
 
-    def create_namespaced_config_map(self, namespace: str, body: client.V1ConfigMap) -> client.V1ConfigMap:
+    def create_namespaced_config_map(
+        self, namespace: str, body: client.V1ConfigMap, *, dry_run: bool = False
+    ) -> client.V1ConfigMap:
         path = "/api/v1/namespaces/{namespace}/configmaps"
-        return self._call("POST", path, {"namespace": namespace}, "V1ConfigMap", body)  # type: ignore[no-any-return]
+        query = [("dryRun", "All")] if dry_run else None
+        return self._call("POST", path, {"namespace": namespace}, "V1ConfigMap", body, query)  # type: ignore[no-any-return]
 
 
 class KubeClient:
@@ -306,10 +325,13 @@ class KubeClient:
         binary_data: dict[str, str] | None = None,
         labels: dict[str, str] | None = None,
         annotations: dict[str, str] | None = None,
+        dry_run: bool = False,
     ) -> bool:
         """Create a ConfigMap, never replacing one: False when the name is taken (the caller
         decides whether the existing one is its own). Backups are written this way, so a second
-        writer (a retried step, a second operator process) can never overwrite the first copy."""
+        writer (a retried step, a second operator process) can never overwrite the first copy.
+        ``dry_run``: the API server checks the create (RBAC, admission, the name) and stores
+        nothing, so a backup that could not be written is found before anything is stopped."""
         body = client.V1ConfigMap(
             metadata=client.V1ObjectMeta(
                 name=name, namespace=namespace, labels=labels or {}, annotations=annotations or {}
@@ -318,11 +340,14 @@ class KubeClient:
             binary_data=binary_data,
         )
         try:
-            await asyncio.to_thread(self._core.create_namespaced_config_map, namespace, body)
+            await asyncio.to_thread(self._core.create_namespaced_config_map, namespace, body, dry_run=dry_run)
         except ApiException as exc:
             if exc.status == 409:
                 return False
-            raise KubeUnavailable(f"ConfigMap {namespace}/{name}: API answered {exc.status} {exc.reason}") from None
+            text = f"ConfigMap {namespace}/{name}: API answered {exc.status} {exc.reason}"
+            if exc.status == 403:
+                raise KubeForbidden(f"{text}: the operator may not create ConfigMaps here") from None
+            raise KubeUnavailable(text) from None
         return True
 
     # -- offset-reset lock ------------------------------------------------------------------------

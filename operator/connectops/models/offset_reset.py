@@ -175,7 +175,7 @@ class MirrorMaker2(CamelModel):
 
 
 class OffsetResetSpec(CamelModel):
-    """Reset, alter or restore a connector's offsets: backup, stop, reset, resume, verify."""
+    """Reset, alter or restore a connector's offsets: stop, backup, reset, resume, verify."""
 
     connector_ref: LocalObjectRef | None = Field(
         default=None, description="The Connector object whose connector is reset."
@@ -266,6 +266,21 @@ class BackupStatus(StatusModel):
     config_map: str = Field(description="ConfigMap holding the backup (outlives the reset).")
     offsets: int = Field(default=0, description="Number of partitions saved.")
     taken_at: str | None = Field(default=None, description="When the backup was taken.")
+    read_after_stop: bool | None = Field(
+        default=None,
+        description=(
+            "The offsets were read after the connector was STOPPED with no tasks, so they include the "
+            "commit its tasks make as they stop. Absent on backups an earlier operator version took "
+            "before the stop, which may trail the connector's position by up to the flush interval."
+        ),
+    )
+    earlier_config_map: str | None = Field(
+        default=None,
+        description=(
+            "A backup this reset took before the stop under an earlier operator version; kept, but "
+            "configMap, read after the stop, is the one a restore should use."
+        ),
+    )
 
 
 class OffsetChange(StatusModel):
@@ -332,9 +347,19 @@ class ResetPlanStatus(StatusModel):
         default_factory=dict, description="By connector: the KIP-875 entries written (alter and set-to actions)."
     )
     current: dict[str, list[KipEntry]] = Field(
-        default_factory=dict, description="By connector: its offsets when inspected (the first 50)."
+        default_factory=dict,
+        description="By connector: its offsets before the change (the first 50); see currentAsOf for when.",
     )
     current_counts: dict[str, int] = Field(default_factory=dict, description="By connector: how many offsets it had.")
+    current_as_of: str | None = Field(
+        default=None,
+        description=(
+            "When current was read: stop (after the connector was STOPPED with no tasks: its final "
+            "commit included, the offsets the backup holds) or lastCommit (a dry run, which does not "
+            "stop the connector: as it last committed them, which may trail its position by up to "
+            "the workers' offset.flush.interval.ms)."
+        ),
+    )
     scope: dict[str, PlanScope] = Field(default_factory=dict, description="By connector: a set-to action's reach.")
     offset_syncs_topic: str | None = Field(default=None, description="MirrorMaker 2's offset-syncs topic.")
     offset_syncs_cleanup: str | None = Field(default=None, description="What happens to it: keep, delete, truncate.")

@@ -2,11 +2,18 @@
 the requested offsets make sense for each connector kind. No I/O.
 
 The step order is fixed and the heart of the product's safety:
-``lock -> inspect -> backup -> stop -> reset -> offsetSyncs -> resume -> verify -> unlock``.
+``lock -> inspect -> stop -> backup -> reset -> offsetSyncs -> resume -> verify -> unlock``.
 A reset never runs while a connector runs (tombstones or REST writes would be overwritten at
-its next offset commit), and nothing is changed before a backup exists.
+its next offset commit), and nothing is changed before a backup exists. The backup comes after
+the stop because Connect commits a connector's offsets every ``offset.flush.interval.ms`` (60 s
+by default) and once more as each task stops: only once the connector is STOPPED with no tasks
+do its offsets stop moving, so only then does a read describe "before" (the backup, the plan's
+current offsets, the partitions the read-back expects untouched). The stop changes no offsets
+(it makes the connector commit the position it reached), and the backup's ConfigMap is written
+before the first offsets call. Whatever can be refused without the offsets (the plan, the
+request's shape, a restore's backup) is refused at inspect, before the stop.
 
-Why ~480 lines in one module: the plan, the validation of entries per connector kind, MM2's
+Why ~550 lines in one module: the plan, the validation of entries per connector kind, MM2's
 offset-syncs rules and the expected-after arithmetic the read-back compares with are one set of
 decisions about the same offsets; the tests in tests/unit/test_planning_offset_reset.py read
 them as one table.
@@ -22,6 +29,7 @@ from typing import Any
 from connectops.models.connect_cluster import Capabilities
 from connectops.models.offset_reset import (
     SINK_ONLY_ACTIONS,
+    MirrorMaker2,
     OffsetEntry,
     OffsetResetSpec,
     OffsetsTopicLocation,
@@ -44,10 +52,13 @@ MIRROR_KINDS = frozenset({ConnectorKind.MIRROR_SOURCE, ConnectorKind.MIRROR_CHEC
 
 
 class Step(StrEnum):
+    """The steps, in the order they run (a status written by an operator that ran the backup
+    before the stop is run in this order too: :func:`backup_predates_stop`)."""
+
     LOCK = "lock"
     INSPECT = "inspect"
-    BACKUP = "backup"
     STOP = "stop"
+    BACKUP = "backup"
     RESET = "reset"
     OFFSET_SYNCS = "offsetSyncs"
     RESUME = "resume"
@@ -58,7 +69,44 @@ class Step(StrEnum):
 ALL_STEPS: tuple[Step, ...] = tuple(Step)
 #: steps after which the connector may be stopped by us: a failure from here on must either
 #: resume it or say loudly why it stays stopped
-STOPPED_STEPS = frozenset({Step.STOP, Step.RESET, Step.OFFSET_SYNCS})
+STOPPED_STEPS = frozenset({Step.STOP, Step.BACKUP, Step.RESET, Step.OFFSET_SYNCS})
+#: Connect's default offset.flush.interval.ms: how far a running connector's committed offsets
+#: may trail its position when the ConnectCluster does not say
+DEFAULT_FLUSH_INTERVAL_MS = 60_000
+
+
+def step_rank(name: str) -> int:
+    """Where a step of that name runs (unknown names last): the order a stored step list is
+    shown in, whatever order the operator that wrote it used."""
+    order = [str(s) for s in ALL_STEPS]
+    return order.index(name) if name in order else len(order)
+
+
+def backup_predates_stop(states: Mapping[str, str], *, backup_read_after_stop: bool, changed: bool) -> bool:
+    """Whether a stored backup was taken before the connector stopped (by an operator version
+    that backed up first) and can still be taken again, after the stop, before anything changes.
+
+    ``states``: step name -> state as stored; ``backup_read_after_stop``: the stored backup says
+    it was read after the stop; ``changed``: an offsets call was made (its backup then stays the
+    one there is: offsets read now would no longer be "before")."""
+    if states.get(str(Step.BACKUP)) != "Done" or backup_read_after_stop or changed:
+        return False
+    return states.get(str(Step.RESET)) in (None, "Pending", "Running")
+
+
+def dry_run_caveat(flush_interval_ms: int) -> str:
+    """What a dry run's figures mean: it does not stop the connector, which commits its offsets
+    every flush interval (and at its stop), so they may trail its position by up to that long."""
+    interval = _seconds(flush_interval_ms)
+    return (
+        "its offsets are as the connector last committed them: the connector keeps running, so they "
+        f"may trail its position by up to the flush interval (offset.flush.interval.ms, {interval}); "
+        "a reset reads them after stopping the connector"
+    )
+
+
+def _seconds(ms: int) -> str:
+    return f"{ms // 1000} s" if ms % 1000 == 0 else f"{ms / 1000:g} s"
 
 
 class PlanError(ValueError):
@@ -282,6 +330,7 @@ def plan_reset(
             problems = validate_entries(target.kind, entries.get(target.name, []))
             if problems:
                 raise PlanError(f"{target.name}: " + "; ".join(problems))
+        warnings += _foreign_alias_warnings(entries, connectors)
         if strategy is ResetStrategy.TOMBSTONE:
             for target in connectors:
                 if target.kind is ConnectorKind.SINK and any(e.offset is None for e in entries.get(target.name, [])):
@@ -310,6 +359,7 @@ def plan_reset(
             mm2.separator,
             mm2.internal_topic_separator_enabled,
         )
+        _check_syncs_topic(mm2, syncs_topic, connectors)
         flows = list(other_flows)
         cleanup = _syncs_cleanup(requested, syncs_topic, flows)
         syncs_on = str(location)
@@ -450,6 +500,20 @@ def expected_after(
     return sorted(result.values(), key=lambda e: _key(e["partition"]))
 
 
+def restore_call(
+    saved: Sequence[Mapping[str, Any]], current: Sequence[Mapping[str, Any]]
+) -> tuple[str, list[dict[str, Any]]]:
+    """The one REST call that brings a connector from ``current`` back to ``saved``:
+    ``("patch", entries)`` (see :func:`restore_entries`), ``("delete", [])`` when the backup holds
+    no offsets and the connector holds some (Connect refuses a PATCH without offsets; restoring
+    "nothing" is clearing every partition), or ``("none", [])`` when there is nothing to change."""
+    kept = [e for e in saved if e.get("offset") is not None]
+    if not kept:
+        held = [e for e in current if e.get("offset") is not None]
+        return ("delete", []) if held else ("none", [])
+    return "patch", restore_entries(kept, current)
+
+
 def restore_entries(saved: Sequence[Mapping[str, Any]], current: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """One PATCH that brings a connector from ``current`` back to ``saved``: the saved offsets,
     and null for every partition that has an offset now but had none then. One call instead of
@@ -483,3 +547,51 @@ def diff_offsets(expected: Sequence[Mapping[str, Any]], actual: Sequence[Mapping
         if exp.get(key) != act.get(key):
             problems.append(f"{key}: expected {exp.get(key)}, found {act.get(key)}")
     return problems
+
+
+def _foreign_alias_warnings(
+    entries: Mapping[str, Sequence[OffsetEntry]], connectors: Sequence[TargetConnector]
+) -> list[str]:
+    """MirrorSourceTask loads only the offsets stored under its own ``source.cluster.alias``: an
+    entry under another alias is stored (and listed by GET /offsets) but never used. That is how
+    offsets are seeded before an alias change, so it is said, not refused."""
+    out = []
+    for target in connectors:
+        if target.kind is not ConnectorKind.MIRROR_SOURCE:
+            continue
+        alias = str(target.config.get("source.cluster.alias") or _MM2_DEFAULTS["source.cluster.alias"])
+        given = {str(e.partition.get("cluster")) for e in entries.get(target.name, []) if e.offset is not None}
+        foreign = sorted(given - {alias})
+        if foreign:
+            out.append(
+                f"{target.name} replicates under source.cluster.alias {alias}: its tasks ignore the offsets "
+                f"set under {', '.join(foreign)} (stored, and used only once the connector's alias is that one)"
+            )
+    return out
+
+
+def _check_syncs_topic(spec: MirrorMaker2, topic: str, connectors: Sequence[TargetConnector]) -> None:
+    """The spec's aliases, location and separator name the topic to clean up; the
+    MirrorSourceConnector's own config names the one MM2 writes. When they contradict each other
+    the reset would delete (or truncate) another flow's topic, or none, and leave this flow's
+    stale. Only what the config states is compared (a key it leaves out is taken as the spec says)."""
+    stated = {
+        "source.cluster.alias": spec.source_alias,
+        "target.cluster.alias": spec.target_alias,
+        "offset-syncs.topic.location": str(spec.offset_syncs_topic_location),
+        "replication.policy.separator": spec.separator,
+        "replication.policy.internal.topic.separator.enabled": str(spec.internal_topic_separator_enabled).lower(),
+    }
+    for target in connectors:
+        if target.kind is not ConnectorKind.MIRROR_SOURCE:
+            continue
+        config = {**stated, **{k: v for k, v in target.config.items() if k in stated and v}}
+        theirs, _ = mirror_source_syncs(config)
+        where = config["offset-syncs.topic.location"].lower()
+        if theirs != topic or where != str(spec.offset_syncs_topic_location):
+            raise PlanError(
+                f"mirrorMaker2 names the offset-syncs topic {topic} on the {spec.offset_syncs_topic_location} "
+                f"cluster, but {target.name} writes {theirs} on the {where} cluster (by its source.cluster.alias, "
+                "target.cluster.alias, offset-syncs.topic.location and replication.policy.separator): make "
+                "sourceAlias, targetAlias, offsetSyncsTopicLocation and separator match the connector's config"
+            )

@@ -1,5 +1,12 @@
-"""The OffsetReset step machine: lock -> inspect -> backup -> stop -> reset -> offsetSyncs ->
+"""The OffsetReset step machine: lock -> inspect -> stop -> backup -> reset -> offsetSyncs ->
 resume -> verify -> unlock.
+
+The backup follows the stop: a running connector's committed offsets trail its position by up
+to the flush interval, and its tasks commit that position as they stop; read after the stop,
+the backup (and the plan's current offsets, and the read-back's untouched partitions) describe
+the real "before". A reset an earlier operator version started in the old order (backup, then
+stop) resumes in this one, its backup taken again after the stop when no offsets call was made
+yet (:func:`upgrade_steps`).
 
 Durability: before a step acts, its ``Running`` state (with the attempt count) is written to
 status; after, ``Done``, in the same write as the next step's ``Running`` (the last step's, with
@@ -10,8 +17,9 @@ spec that is executed is snapshotted into status at the start: a finished (or ru
 immutable, and later spec edits are reported, not obeyed.
 
 Where things live: this module is the driver, the stop/resume/verify steps and the failure path
-(kept together, about 790 lines, because the failure path decides between resuming and staying
-stopped with those same steps; verify also measures what the reset cost, from the same polls);
+(kept together, about 1000 lines, because the failure path decides between resuming and staying
+stopped with those same steps, and reads the offsets back to decide it; verify also measures
+what the reset cost, from the same polls);
 ``reset_lock`` takes and releases the lock, ``reset_inspect`` plans, ``reset_backup`` keeps
 backups, ``reset_rest`` / ``reset_tombstone`` / ``reset_consumer_group`` change offsets (one module
 per strategy), ``reset_changes`` records every change and reads it back, ``reset_mm2`` handles the
@@ -31,9 +39,16 @@ import yaml
 from pydantic import ValidationError
 
 from connectops import failpoints, metrics
-from connectops.adapters.connect_rest import ConnectError, ConnectRejected
+from connectops.adapters.connect_rest import ConnectError, ConnectOffsetsInvalid, ConnectRejected
 from connectops.adapters.kafka import KafkaClientConfigInvalid, KafkaOffsets, KafkaOffsetsError
-from connectops.adapters.kube import KubeClient, KubeError, KubeObjectMissing, LockHeld, SecretKeyMissing
+from connectops.adapters.kube import (
+    KubeClient,
+    KubeError,
+    KubeForbidden,
+    KubeObjectMissing,
+    LockHeld,
+    SecretKeyMissing,
+)
 from connectops.errors import NotReadyYet, ReferenceInvalid, SpecInvalid
 from connectops.failures import ConnectopsError
 from connectops.models import GROUP
@@ -52,18 +67,23 @@ from connectops.models.offset_reset import (
 from connectops.planning.checks import CheckContext
 from connectops.planning.interruption import InterruptionWatch
 from connectops.planning.offset_reset import (
+    DEFAULT_FLUSH_INTERVAL_MS,
     PlanError,
     Step,
+    backup_predates_stop,
+    diff_offsets,
+    dry_run_caveat,
     expected_after,
+    step_rank,
 )
 from connectops.planning.ownership import Claim
 from connectops.reconcilers import reset_consumer_group, reset_mm2, reset_rest, reset_tombstone
 from connectops.reconcilers.checks import CheckRunner, apply_check_conditions
 from connectops.reconcilers.clusters import ClusterHandle, ClusterRegistry
-from connectops.reconcilers.common import Backoff, Conditions, EmitEvent, each_object
+from connectops.reconcilers.common import Backoff, Conditions, EmitEvent, both, each_object
 from connectops.reconcilers.reset_backup import BackupStore
 from connectops.reconcilers.reset_changes import OffsetChanges, changed
-from connectops.reconcilers.reset_inspect import Inspector
+from connectops.reconcilers.reset_inspect import Inspector, publish_current
 from connectops.reconcilers.reset_lock import ResetLocks
 from connectops.reconcilers.reset_run import (
     PLURAL,
@@ -99,9 +119,11 @@ DOWNTIME_POLL_HOLD = 15.0
 #: before it must have its outcome written when a rerun could not tell it again. The backup's
 #: ConfigMap is named after the reset and never overwritten, so a rerun finds it; the reset step
 #: writes every offsets call before sending it (OffsetChanges.change), and that write carries
-#: the step's start; verify changes nothing; inspect only reads. What they follow is
-#: reproducible: a lock this reset holds is taken again with the same outcome ("locked ..."), a
-#: second inspect makes the same plan, a stopped connector stops again, a running one resumes
+#: the step's start (and the stop's completion and the backup's, which the backup step follows:
+#: the backup is in its ConfigMap before that write, and named in it); verify changes nothing;
+#: inspect only reads. What they follow is reproducible: a lock this reset holds is taken again
+#: with the same outcome ("locked ..."), a second inspect makes the same plan, a stopped
+#: connector stops again (and is backed up again: the ConfigMap found), a running one resumes
 #: again. The exception is a lock taken over from another holder: that outcome ("took over the
 #: lock left by ...") a rerun, now the holder, could not tell again, so inspect's start, which
 #: carries it, is then written at once (:func:`start_rides_on_next_write`). After a crash in one
@@ -118,6 +140,39 @@ def start_rides_on_next_write(run: Run, step: Step) -> bool:
     if step is Step.INSPECT and run.took_over_lock:
         return False
     return step in UNWRITTEN_STARTS
+
+
+def upgrade_steps(status: OffsetResetStatus) -> bool:
+    """A stored status as this version runs it; True when it changed.
+
+    An operator version before this one ran the backup before the stop: its steps are listed in
+    that order, and its backup may trail the position the stop commits. The machine runs the
+    steps by name in this version's order whatever the list's order, so the list is only put in
+    that order; a backup taken before the stop (Done, not read after the stop) is taken again
+    after it while no offsets call has been made (the connector is stopped by then, or is
+    stopped first: the stop comes before the backup now). With an offsets call made, the backup
+    there is stays the one a restore uses."""
+    ordered = sorted(status.steps, key=lambda s: step_rank(s.name))
+    changed_order = [s.name for s in ordered] != [s.name for s in status.steps]
+    status.steps = ordered
+    states = {s.name: s.state for s in status.steps}
+    backup = status.backup
+    if not backup_predates_stop(
+        states,
+        backup_read_after_stop=bool(backup is not None and backup.read_after_stop),
+        changed=bool(status.changes),
+    ):
+        return changed_order
+    status.set_step(
+        str(Step.BACKUP),
+        state="Pending",
+        finished_at=None,
+        message=(
+            f"the backup in ConfigMap {backup.config_map if backup else '?'} was taken before the stop by an "
+            "earlier operator version and may trail the connector's position: taken again after the stop"
+        ),
+    )
+    return True
 
 
 class OffsetResetExecutor:
@@ -169,6 +224,10 @@ class OffsetResetExecutor:
                     return True
                 return False
             raw_spec = status.executed_spec or {}
+            # written with the next write: until then a rerun would decide the same again
+            upgraded = upgrade_steps(status)
+        else:
+            upgraded = False
         try:
             spec = OffsetResetSpec.model_validate(raw_spec)
         except ValidationError as exc:
@@ -225,7 +284,7 @@ class OffsetResetExecutor:
             redactor=Redactor(secrets),
         )
         run.status.phase = "Running"  # from Pending, if it waited for its target
-        run.unsaved = fresh
+        run.unsaved = fresh or upgraded
         if not run.status.connectors:
             run.status.connectors = self._connector_names(spec, connector)
         if cluster.spec.kafka is not None:
@@ -469,12 +528,19 @@ class OffsetResetExecutor:
                 known = isinstance(exc, ConnectError | KubeError | KafkaOffsetsError | NotReadyYet)
                 text = run.redactor(str(exc)) if known else f"unexpected {type(exc).__name__}"
                 # a request Connect or Kafka refused as such fails the same way when repeated
-                permanent = isinstance(exc, ConnectRejected | KafkaClientConfigInvalid)
+                permanent = isinstance(exc, ConnectRejected | KafkaClientConfigInvalid | KubeForbidden)
                 if attempts >= self._max_attempts or isinstance(exc, LockHeld) or permanent:
+                    if isinstance(exc, ConnectOffsetsInvalid):
+                        said = (
+                            f"{text} (Connect refused these offsets as invalid: the same request "
+                            "cannot succeed, so it was not retried)"
+                        )
+                    else:
+                        said = f"{text} (after {attempts} attempts)"
                     await self._fail(
                         run,
                         step,
-                        f"{text} (after {attempts} attempts)",
+                        said,
                         # the Kafka-side strategies' writes are all recorded: unsafe once one may have landed
                         unsafe=step is Step.RESET and run.plan.strategy == "tombstone" and changed(run),
                     )
@@ -538,11 +604,13 @@ class OffsetResetExecutor:
         conditions = Conditions(run.status.conditions, run.generation, run.emit)
         if run.spec.dry_run:
             run.status.phase = "Planned"
+            metrics_spec = run.cluster.spec.worker_metrics
+            interval = metrics_spec.offset_flush_interval_ms if metrics_spec else DEFAULT_FLUSH_INTERVAL_MS
             conditions.set(
                 "Succeeded",
                 True,
                 "Planned",
-                "dry run: the plan is in status.plan; nothing changed",
+                f"dry run: the plan is in status.plan; nothing changed; {dry_run_caveat(interval)}",
                 event_on_change=True,
             )
         else:
@@ -619,6 +687,9 @@ class OffsetResetExecutor:
     async def _fail(self, run: Run, step: Step, message: str, *, unsafe: bool) -> None:
         """End in Failed. The connector is resumed unless that would be unsafe (offsets partly
         rewritten); then it stays STOPPED, locked, and the condition says so and where the backup is.
+        After a failed reset step that made an offsets call, the offsets are read back and
+        compared with the backup: equal, nothing was changed, whatever the answers were (the
+        connector is resumed); different, it stays stopped, even if every call was refused.
 
         If resuming fails too, the reset is Failed with ``pendingResume`` set and this raises: the
         handler retries, and every later run retries the resume until it works (a connector the
@@ -633,20 +704,41 @@ class OffsetResetExecutor:
         # past the first call that may have changed offsets, resuming would run the connector on
         # half-applied offsets: it stays stopped and locked until a restore or a person decides
         unsafe = unsafe or (step in (Step.RESET, Step.OFFSET_SYNCS) and changed(run))
+        # What Connect and Kafka hold decides, not what the answers suggested: a 5xx or a lost
+        # answer may have changed nothing, a refusal may come after a partial write. Only for
+        # the reset step: after it, a change is what was asked for (offsetSyncs follows a done
+        # reset), so "as backed up" would not mean "nothing was changed".
+        as_backed_up = None
+        if stopped_by_us and step is Step.RESET and run.status.changes:
+            as_backed_up = await self._offsets_as_backed_up(run)
+            if as_backed_up is not None:
+                unsafe = not as_backed_up
         detail = message
         resume_error: ConnectError | None = None
         if stopped_by_us and unsafe:
             run.status.restore_manifest = self._restore_manifest(run, backup) if backup else None
+            why = (
+                "their offsets read back differ from the backup: they may be partly rewritten"
+                if as_backed_up is False
+                else "their offsets may be partly rewritten"
+            )
             detail = (
                 f"{message}. The connector(s) {', '.join(run.connectors)} stay STOPPED "
-                f"and locked because their offsets may be partly rewritten; the old offsets "
+                f"and locked because {why}; the old offsets "
                 f"are in ConfigMap {backup}. To put them back, apply the OffsetReset in "
                 f"status.restoreManifest (kubectl get offsetreset {run.name} -n {run.namespace} "
                 f"-o jsonpath='{{.status.restoreManifest}}' | kubectl apply -f -): it takes over this "
                 "reset's lock. Deleting this object unlocks the connector(s) as they are"
             )
         elif stopped_by_us:
-            offsets = offsets_outcome(run.step(Step.RESET), str(run.spec.action), backup, changed=changed(run))
+            if as_backed_up:
+                source = "Connect and Kafka" if run.kafka is not None else "Connect"
+                offsets = (
+                    f"Nothing was changed: the offsets read back from {source} after the failure equal "
+                    f"the backup in ConfigMap {backup}"
+                )
+            else:
+                offsets = offsets_outcome(run.step(Step.RESET), str(run.spec.action), backup, changed=changed(run))
             try:
                 await self._resume(run)
                 detail = f"{message}. {offsets}; the connector(s) were resumed"
@@ -679,6 +771,33 @@ class OffsetResetExecutor:
         metrics.RESETS.labels(action=str(run.spec.action), strategy=str(run.status.strategy), phase="Failed").inc()
         if resume_error is not None:
             raise resume_error
+
+    async def _offsets_as_backed_up(self, run: Run) -> bool | None:
+        """Whether every connector's offsets, read back now from Connect's GET /offsets and,
+        with Kafka access, from Kafka itself, equal its backup: None when that cannot be told
+        (no backup yet, a read that fails, a backup that is not readable)."""
+        name = run.status.backup_config_map
+        if name is None:
+            return None
+        try:
+            saved_all: dict[str, Any] = {}
+            if not all(c in run.offsets_read for c in run.connectors):
+                saved_all = (await self._backups.read(run.namespace, name))["connectors"]
+            for connector in run.connectors:
+                saved = run.offsets_read.get(connector)
+                if saved is None:
+                    saved = saved_all[connector]["offsets"]
+                kept = [e for e in saved if e.get("offset") is not None]
+                held, broker = await both(
+                    run.cluster.client.get_offsets(connector), self._changes.broker_offsets(run, connector)
+                )
+                if diff_offsets(kept, [e for e in held if e.get("offset") is not None]):
+                    return False
+                if broker is not None and diff_offsets(kept, broker):
+                    return False
+        except (ConnectError, KubeError, KafkaOffsetsError, StepFailed, KeyError, TypeError, AttributeError):
+            return None
+        return True
 
     def _restore_manifest(self, run: Run, backup: str) -> str:
         """The OffsetReset that puts this reset's backup back, ready for kubectl apply."""
@@ -787,6 +906,7 @@ class OffsetResetExecutor:
             if time.monotonic() > deadline:
                 raise NotReadyYet(f"{pending[0]} did not reach STOPPED with no tasks in {self._stop_timeout:.0f}s")
             await backoff.wait()
+        run.stopped_here = True
         return f"stopped {', '.join(run.connectors)} (STOPPED, no tasks)"
 
     def _strategy(self, run: Run, connector: str) -> Strategy:
@@ -822,7 +942,19 @@ class OffsetResetExecutor:
         return f"restored {', '.join(restored)} from ConfigMap {source}"
 
     async def _backup(self, run: Run) -> str:
-        return await self._backups.take(run)
+        """Read the stopped connectors' offsets (their final commit included) into the backup
+        and the plan. A run that did not stop them itself (a retried backup, a reset resumed
+        from status) first sees them STOPPED with no tasks: a read of a connector that runs
+        again would not be "before"."""
+        if not run.stopped_here:
+            for connector in run.connectors:
+                state = await run.cluster.client.get_status(connector)
+                if state is None or state.state != "STOPPED" or state.tasks:
+                    shown = "missing" if state is None else f"{state.state} with {len(state.tasks)} task(s)"
+                    raise NotReadyYet(f"{connector} is {shown}, not STOPPED with no tasks: not backed up")
+        said = await self._backups.take(run)
+        publish_current(run, run.offsets_read, as_of="stop")
+        return said
 
     async def _offset_syncs(self, run: Run) -> str:
         return await reset_mm2.clean_offset_syncs(run)

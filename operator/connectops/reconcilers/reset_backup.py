@@ -3,10 +3,18 @@
 A backup is a ConfigMap ``connectops-backup-<reset>-<hash>`` in the reset's namespace, not owned
 by the reset (deleting the reset keeps it). It holds the KIP-875 offsets of every connector, plus
 on the tombstone path the raw offsets-topic records (key and value bytes, base64) or the sink's
-group offsets; above 700 KiB it is gzipped into binaryData. Backups are created, never replaced:
-the first copy is the one taken before anything changed. Reading one back treats it as user
-input (anyone who may write ConfigMaps in the namespace could have written it): inflation is
-capped, and a restore takes only what belongs to the target connector.
+group offsets; above 700 KiB it is gzipped into binaryData. It is read after the connector is
+STOPPED with no tasks (the step runs after the stop): its tasks commit their position as they
+stop, and a read before that can trail it by up to the flush interval (60 s by default).
+
+Backups are created, never replaced: the first copy is the one taken before anything changed.
+One exception in name only: a reset started by an operator version that backed up before the
+stop has a backup that may trail; if no offsets call has been made yet, a second backup is
+taken after the stop under its own name (``...-stopped``), and the first one is kept.
+
+Reading one back treats it as user input (anyone who may write ConfigMaps in the namespace could
+have written it): inflation is capped, and a restore takes only what belongs to the target
+connector.
 """
 
 from __future__ import annotations
@@ -19,11 +27,12 @@ import zlib
 from typing import Any
 
 from connectops.adapters.kafka import OffsetRecord, parse_offset_key
-from connectops.adapters.kube import KubeClient, KubeError
+from connectops.adapters.kube import KubeClient, KubeError, KubeForbidden, KubeObjectMissing, KubeUnavailable
 from connectops.models import GROUP
 from connectops.models.base import utcnow_iso
 from connectops.models.offset_reset import BackupStatus
 from connectops.planning.offset_reset import PlanError
+from connectops.reconcilers.common import each
 from connectops.reconcilers.reset_changes import OffsetChanges
 from connectops.reconcilers.reset_run import Run, StepFailed, backup_name
 
@@ -60,23 +69,33 @@ def key_connector(key: bytes) -> str | None:
     return parsed[0] if parsed else None
 
 
+#: on the ConfigMap of a backup read after the stop (earlier versions' backups lack it)
+READ_AFTER_STOP = f"{GROUP}/read-after-stop"
+
+
+def stopped_backup_name(namespace: str, name: str, uid: str) -> str:
+    """The name of the backup a reset takes after the stop when an earlier operator version had
+    already backed it up before the stop (see the module docstring)."""
+    return f"{backup_name(namespace, name, uid)}-stopped"
+
+
 class BackupStore:
     def __init__(self, kube: KubeClient, changes: OffsetChanges) -> None:
         self._kube = kube
         self._changes = changes
 
     async def take(self, run: Run) -> str:
-        """Save the current offsets where a user can restore them."""
+        """Save the offsets of the stopped connectors where a user can restore them; the same
+        read is what the plan shows as current (``run.offsets_read``)."""
         client = run.cluster.client
         connectors: dict[str, Any] = {}
         total = 0
+        # one read per connector, all at once: the connectors are stopped while this runs
+        read = await each(client.get_offsets(c) for c in run.connectors)
+        run.offsets_read = dict(zip(run.connectors, read, strict=True))
         for connector in run.connectors:
             kind = run.kind(connector)
-            read = run.offsets_read.get(connector)
-            entry: dict[str, Any] = {
-                "kind": kind,
-                "offsets": read if read is not None else await client.get_offsets(connector),
-            }
+            entry: dict[str, Any] = {"kind": kind, "offsets": run.offsets_read[connector]}
             total += len(entry["offsets"])
             if run.plan.strategy == "tombstone" and run.kafka is not None:
                 if kind == "sink":
@@ -87,17 +106,106 @@ class BackupStore:
                     records = await self._changes.read_records(run, connector)
                     entry["records"] = [record_json(r) for r in records if r.value is not None]
             connectors[connector] = entry
-        name = backup_name(run.namespace, run.name, run.uid)
         document = json.dumps(
             {
                 "version": 1,
                 "cluster": run.cluster.name,
                 "offsetReset": f"{run.namespace}/{run.name}",
                 "takenAt": utcnow_iso(),
+                "readAfterStop": True,
                 "connectors": connectors,
             },
             sort_keys=True,
         )
+        name = backup_name(run.namespace, run.name, run.uid)
+        earlier = run.status.backup if run.status.backup and not run.status.backup.read_after_stop else None
+        if earlier is None:
+            kept = await self._create(run, name, document)
+            if kept is None:
+                run.status.backup = BackupStatus(
+                    config_map=name, offsets=total, taken_at=utcnow_iso(), read_after_stop=True
+                )
+                return f"saved {total} partition offset(s), read after the stop, to ConfigMap {name}"
+            if kept:
+                await self._kept(run, name)
+                run.status.backup = run.status.backup or BackupStatus(
+                    config_map=name, offsets=total, read_after_stop=True
+                )
+                return f"kept the backup already taken by this reset in ConfigMap {name}"
+        # An earlier operator version backed this reset up before the stop (its status says so,
+        # or its ConfigMap has no read-after-stop mark): that copy may trail the position the
+        # stop committed. Nothing has changed yet, so the offsets read now are still "before":
+        # they go to a second ConfigMap, and the first is kept as it is.
+        again = stopped_backup_name(run.namespace, run.name, run.uid)
+        first = earlier.config_map if earlier is not None else name
+        created = await self._create(run, again, document) is None
+        if not created:
+            await self._kept(run, again)
+        run.status.backup = BackupStatus(
+            config_map=again,
+            offsets=total,
+            taken_at=utcnow_iso(),
+            read_after_stop=True,
+            earlier_config_map=first,
+        )
+        said = "saved" if created else "kept the backup already taken by this reset with"
+        return (
+            f"{said} {total} partition offset(s), read after the stop, in ConfigMap {again} (ConfigMap {first}, "
+            "taken before the stop by an earlier operator version, is kept and may trail the connector's position)"
+        )
+
+    async def _kept(self, run: Run, name: str) -> None:
+        """A backup this reset took earlier is the one kept: what "before" means from here on
+        (the plan's current offsets, the read-back after a failure) is what it holds."""
+        saved = (await self.read(run.namespace, name)).get("connectors")
+        for connector in run.connectors:
+            entry = saved.get(connector) if isinstance(saved, dict) else None
+            if isinstance(entry, dict) and isinstance(entry.get("offsets"), list):
+                run.offsets_read[connector] = entry["offsets"]
+
+    async def check_writable(self, run: Run) -> None:
+        """Before the stop: a backup that could not be written would fail the backup step with
+        the connector stopped. A dry-run create asks the API server now (the operator's RBAC,
+        admission, the name): refused, or the name taken by a ConfigMap that is not this reset's,
+        the reset is refused before anything is stopped. The backup step checks again when it
+        creates the ConfigMap."""
+        name = backup_name(run.namespace, run.name, run.uid)
+        try:
+            free = await self._kube.create_config_map(
+                run.namespace, name, data={}, labels=self._labels(run), annotations=self._annotations(run), dry_run=True
+            )
+        except KubeForbidden as exc:
+            raise PlanError(f"the backup cannot be written: {exc}; nothing was changed") from None
+        if free:
+            return
+        try:
+            existing = await self._kube.config_map(run.namespace, name)
+        except KubeObjectMissing:
+            return
+        except KubeUnavailable:
+            return  # cannot be told now: the create at the backup step decides
+        annotations = (existing.metadata.annotations if existing.metadata else None) or {}
+        if annotations.get(f"{GROUP}/offset-reset-uid") != run.uid:
+            raise PlanError(f"ConfigMap {name} exists and is not this reset's backup; nothing was changed")
+
+    @staticmethod
+    def _labels(run: Run) -> dict[str, str]:
+        return {f"{GROUP}/backup": "offsets", f"{GROUP}/cluster": run.cluster.name}
+
+    @staticmethod
+    def _annotations(run: Run) -> dict[str, str]:
+        return {
+            f"{GROUP}/offset-reset": run.name,
+            f"{GROUP}/offset-reset-uid": run.uid,
+            f"{GROUP}/connectors": ",".join(run.connectors),
+            READ_AFTER_STOP: "true",
+        }
+
+    async def _create(self, run: Run, name: str, document: str) -> bool | None:
+        """Create the backup ConfigMap: None when created; True when this reset's own backup
+        read after the stop is already there (kept: never overwritten); False when this reset's
+        backup there was read before the stop (an earlier operator version's). A ConfigMap of
+        that name that is not this reset's is refused."""
         data: dict[str, str] | None = {"backup.json": document}
         binary: dict[str, str] | None = None
         if len(document) > INLINE_LIMIT:
@@ -108,25 +216,19 @@ class BackupStore:
             name,
             data=data,
             binary_data=binary,
-            labels={f"{GROUP}/backup": "offsets", f"{GROUP}/cluster": run.cluster.name},
-            annotations={
-                f"{GROUP}/offset-reset": run.name,
-                f"{GROUP}/offset-reset-uid": run.uid,
-                f"{GROUP}/connectors": ",".join(run.connectors),
-            },
+            labels=self._labels(run),
+            annotations=self._annotations(run),
         )
-        if not created:
-            # Never overwritten: the first copy is the one taken before anything changed (a
-            # retried step or a second operator process would otherwise replace it with later
-            # offsets). It must be this reset's own, though.
-            existing = await self._kube.config_map(run.namespace, name)
-            annotations = (existing.metadata.annotations if existing.metadata else None) or {}
-            if annotations.get(f"{GROUP}/offset-reset-uid") != run.uid:
-                raise StepFailed(f"ConfigMap {name} exists and is not this reset's backup; nothing was changed")
-            run.status.backup = run.status.backup or BackupStatus(config_map=name, offsets=total)
-            return f"kept the backup already taken by this reset in ConfigMap {name}"
-        run.status.backup = BackupStatus(config_map=name, offsets=total, taken_at=utcnow_iso())
-        return f"saved {total} partition offset(s) to ConfigMap {name}"
+        if created:
+            return None
+        # Never overwritten: the first copy is the one taken before anything changed (a retried
+        # step or a second operator process would otherwise replace it with later offsets). It
+        # must be this reset's own, though.
+        existing = await self._kube.config_map(run.namespace, name)
+        annotations = (existing.metadata.annotations if existing.metadata else None) or {}
+        if annotations.get(f"{GROUP}/offset-reset-uid") != run.uid:
+            raise StepFailed(f"ConfigMap {name} exists and is not this reset's backup; nothing was changed")
+        return annotations.get(READ_AFTER_STOP) == "true"
 
     async def read(self, namespace: str, name: str) -> dict[str, Any]:
         try:

@@ -4,7 +4,8 @@ has no members, i.e. after the connector is stopped.
 
 ``reset`` deletes the group; ``alter`` and the set-to actions commit only the named partitions
 (the group's other offsets stay); ``restore`` commits the saved offsets, clearing the group first
-only when it holds partitions the backup did not (the admin API has no per-partition delete).
+only when it holds partitions the backup did not (the admin API has no per-partition delete); a
+backup with no offsets is restored by that clearing alone.
 """
 
 from __future__ import annotations
@@ -52,6 +53,9 @@ async def restore(changes: OffsetChanges, run: Run, connector: str, saved: dict[
     if extra:
         # a failure between the two calls keeps the connector stopped (see reset_changes)
         await changes.change(run, connector, "delete group", 0, bound(asyncio.to_thread, kafka.delete_group, group))
+    if not wanted:
+        # a backup of a group with no offsets: deleting what it holds now is the whole restore
+        return
     await changes.change(
         run,
         connector,

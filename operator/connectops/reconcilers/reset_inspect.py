@@ -1,10 +1,15 @@
-"""The inspect step of an OffsetReset: what is there before anything changes.
+"""The inspect step of an OffsetReset: what is there before anything is stopped.
 
-It reads each connector's config, state and offsets, the Connector objects that manage them (their
+It reads each connector's config and state, the Connector objects that manage them (their
 desired state, and whether they declare offsets kept outside Kafka), for MirrorMaker 2 the other
 flows sharing the offset-syncs topic, and for set-to actions the target offsets (ListOffsets),
 then asks the planner (pure) for the plan it publishes in ``status.plan``. A restore checks its
-backup here, before anything is stopped.
+backup here, before anything is stopped: every refusal that does not need the offsets is made
+here. The connectors' offsets are not read here, except by a dry run: a running connector's
+committed offsets trail its position until its tasks stop (they commit every flush interval
+and as they stop), so the reset reads them after the stop (:func:`publish_current`, called by
+the backup step), and a dry run, which never stops, says that its figures are as of the last
+commit.
 """
 
 from __future__ import annotations
@@ -46,17 +51,19 @@ class Inspector:
         # running, and every millisecond here is added to the time before it stops. Measured
         # one after another they took ~110 ms, most of it the Kafka client's first connection
         # (with SASL, its authentication); at once, the slowest of them.
-        server, specs, reads, offsets, topic_present = await asyncio.gather(
+        dry_run = run.spec.dry_run
+        server, specs, reads, offsets, topic_present, backup_writable = await asyncio.gather(
             run.cluster.capabilities(0.0),
             self._managed_specs(run),
             each(both(client.get_connector(c), client.get_status(c)) for c in run.connectors),
-            each(self._current_offsets(run, c) for c in run.connectors),
+            # only a dry run shows offsets read now: a reset reads them after the stop
+            each(current_offsets(run, c) for c in run.connectors) if dry_run else _nothing(),
             self._offsets_topic_present(run),
+            _done() if dry_run else self._backups.check_writable(run),
             return_exceptions=True,
         )
         (version, caps), managed, per_connector = unwrap(server), unwrap(specs), unwrap(reads)
-        current = dict(zip(run.connectors, unwrap(offsets), strict=True))
-        run.offsets_read = current
+        unwrap(backup_writable)
         targets = []
         roles = mirror_roles(run.spec)
         for connector, (info, state) in zip(run.connectors, per_connector, strict=True):
@@ -88,17 +95,12 @@ class Inspector:
             for t in targets
         }
         published.entries = {k: [e.model_dump(mode="json") for e in v] for k, v in plan.entries.items()}
-        set_to = run.spec.action in (ResetAction.TO_EARLIEST, ResetAction.TO_LATEST, ResetAction.TO_TIMESTAMP)
-        if set_to:
+        if is_set_to(run):
             published.entries = await self._sink_target_offsets(run, targets)
-        # what the offsets are now, for the plan (and the dry run) to show
-        published.current = {k: v[:50] for k, v in current.items()}
-        published.current_counts = {k: len(v) for k, v in current.items()}
-        if set_to:
-            published.scope = {
-                t.name: self._scope(run, t, published.entries_for(t.name), current[t.name]) for t in targets
-            }
         run.status.plan = published
+        if dry_run:
+            # the connector runs on: as of its last commit (the dry run's outcome says so)
+            publish_current(run, dict(zip(run.connectors, unwrap(offsets), strict=True)), as_of="lastCommit")
         if run.spec.action == ResetAction.RESTORE:
             # before anything is stopped: a backup that is not this connector's own is refused here
             self._backups.check(run, await self._backups.read(run.namespace, run.spec.restore_from or ""))
@@ -141,25 +143,6 @@ class Inspector:
                 "offset.storage.topic; nothing was changed"
             )
 
-    @staticmethod
-    def _scope(
-        run: Run, target: TargetConnector, entries: list[dict[str, Any]], current: list[dict[str, Any]]
-    ) -> PlanScope:
-        """What a set-to action touches and what it leaves alone, for the plan (and the dry run)."""
-        topics = sorted({str(e["partition"]["kafka_topic"]) for e in entries})
-        kept = untouched(entries, current)
-        return PlanScope(
-            topics=topics,
-            all_topics=not run.spec.topics,
-            partitions=len(entries),
-            untouched_partitions=len(kept),
-            untouched_topics=sorted({str(e["partition"].get("kafka_topic")) for e in kept}),
-            description=(
-                f"{'every topic the connector reads' if not run.spec.topics else 'only the topics named'}: "
-                f"{', '.join(topics) or 'none'}; {len(kept)} other committed partition offset(s) stay as they are"
-            ),
-        )
-
     async def _managed_specs(self, run: Run) -> dict[str, tuple[str, ConnectorSpec]]:
         """Connector objects of this namespace on the reset's ConnectCluster, by connector name."""
         out: dict[str, tuple[str, ConnectorSpec]] = {}
@@ -172,12 +155,6 @@ class Inspector:
             if spec.cluster_ref.name == run.cluster.name:
                 out[spec.connector_name or name] = (name, spec)
         return out
-
-    async def _current_offsets(self, run: Run, connector: str) -> list[dict[str, Any]]:
-        try:
-            return await run.cluster.client.get_offsets(connector)
-        except ConnectNotFound:
-            return []
 
     async def _sink_target_offsets(self, run: Run, targets: list[TargetConnector]) -> dict[str, list[dict[str, Any]]]:
         """toEarliest / toLatest / toTimestamp: ListOffsets on the sink's topics, as PATCH entries."""
@@ -211,3 +188,53 @@ class Inspector:
                 for (t, p), o in sorted(offsets.items())
             ]
         return out
+
+
+async def _nothing() -> list[list[dict[str, Any]]]:
+    return []
+
+
+async def _done() -> None:
+    return None
+
+
+def is_set_to(run: Run) -> bool:
+    return run.spec.action in (ResetAction.TO_EARLIEST, ResetAction.TO_LATEST, ResetAction.TO_TIMESTAMP)
+
+
+async def current_offsets(run: Run, connector: str) -> list[dict[str, Any]]:
+    """The connector's offsets as Connect reports them now (none for a connector Connect does not
+    know yet: inspect refuses that one with its own words)."""
+    try:
+        return await run.cluster.client.get_offsets(connector)
+    except ConnectNotFound:
+        return []
+
+
+def publish_current(run: Run, current: dict[str, list[dict[str, Any]]], *, as_of: str) -> None:
+    """What the offsets were before the change, in the plan: ``as_of`` ``stop`` (read after the
+    connector stopped: what the backup holds) or ``lastCommit`` (a dry run: the connector runs).
+    A set-to action's scope (what it leaves alone) is counted from the same read."""
+    plan = run.plan
+    plan.current = {k: v[:50] for k, v in current.items()}
+    plan.current_counts = {k: len(v) for k, v in current.items()}
+    plan.current_as_of = as_of
+    if is_set_to(run):
+        plan.scope = {c: _scope(run, plan.entries_for(c), current.get(c, [])) for c in run.connectors}
+
+
+def _scope(run: Run, entries: list[dict[str, Any]], current: list[dict[str, Any]]) -> PlanScope:
+    """What a set-to action touches and what it leaves alone, for the plan (and the dry run)."""
+    topics = sorted({str(e["partition"]["kafka_topic"]) for e in entries})
+    kept = untouched(entries, current)
+    return PlanScope(
+        topics=topics,
+        all_topics=not run.spec.topics,
+        partitions=len(entries),
+        untouched_partitions=len(kept),
+        untouched_topics=sorted({str(e["partition"].get("kafka_topic")) for e in kept}),
+        description=(
+            f"{'every topic the connector reads' if not run.spec.topics else 'only the topics named'}: "
+            f"{', '.join(topics) or 'none'}; {len(kept)} other committed partition offset(s) stay as they are"
+        ),
+    )

@@ -3,7 +3,9 @@
 ``reset`` is ``DELETE /offsets`` (every partition of the connector); ``alter`` and the set-to
 actions are one ``PATCH`` naming exactly the partitions asked for, so every other partition keeps
 its offset; ``restore`` is one ``PATCH`` with the saved offsets and ``null`` for partitions the
-backup did not have, so there is never a moment where the connector has no offsets at all.
+backup did not have, so there is never a moment where the connector has no offsets at all. A
+backup that holds no offsets is restored by ``DELETE /offsets`` (Connect refuses a PATCH without
+offsets), or by no call when the connector holds none either.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from connectops.models.offset_reset import ResetAction
-from connectops.planning.offset_reset import expected_after, restore_entries
+from connectops.planning.offset_reset import expected_after, restore_call
 from connectops.reconcilers.reset_changes import OffsetChanges
 from connectops.reconcilers.reset_run import Run, bound
 
@@ -20,8 +22,12 @@ async def reset(
     changes: OffsetChanges, run: Run, connector: str, action: ResetAction, entries: list[dict[str, Any]]
 ) -> None:
     client = run.cluster.client
-    # a whole reset is expected to leave nothing, whatever was there: no read needed first
-    before = [] if action is ResetAction.RESET else await client.get_offsets(connector)
+    # a whole reset is expected to leave nothing, whatever was there: no read needed first; the
+    # others keep every partition not named as the backup step read it (after the stop)
+    before: list[dict[str, Any]] = []
+    if action is not ResetAction.RESET:
+        read = run.offsets_read.get(connector)
+        before = read if read is not None else await client.get_offsets(connector)
     if action is ResetAction.RESET:
         await changes.change(run, connector, "DELETE offsets", 0, bound(client.delete_offsets, connector))
     else:
@@ -33,7 +39,8 @@ async def reset(
 
 async def restore(changes: OffsetChanges, run: Run, connector: str, saved: dict[str, Any]) -> None:
     client = run.cluster.client
-    entries = [e for e in saved["offsets"] if e.get("offset") is not None]
-    patch = restore_entries(entries, await client.get_offsets(connector))
-    if patch:
+    call, patch = restore_call(saved["offsets"], await client.get_offsets(connector))
+    if call == "delete":
+        await changes.change(run, connector, "DELETE offsets", 0, bound(client.delete_offsets, connector))
+    elif call == "patch" and patch:
         await changes.change(run, connector, "PATCH offsets", len(patch), bound(client.patch_offsets, connector, patch))

@@ -138,10 +138,13 @@ class Run:
     #: write is for (a step boundary the machine did not write on its own, an offsets call's
     #: answer); see ``OffsetResetExecutor._execute`` for which ones may wait
     unsaved: bool = False
-    #: each connector's offsets as Connect answered the inspect step of this very execution (not
-    #: stored: a rerun from status reads them again); the backup saves these, the same offsets
-    #: the plan was made from, without a second read while the connector still runs
+    #: each connector's offsets as Connect answered the backup step of this very execution, after
+    #: the stop (not stored: a rerun from status reads the backup's ConfigMap); the backup holds
+    #: them and the plan shows them
     offsets_read: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    #: this execution's stop step saw the connectors STOPPED with no tasks (the backup step
+    #: that follows need not ask again)
+    stopped_here: bool = False
     #: this execution's lock step took a lock over from another holder: its outcome names that
     #: holder, which a rerun (now the holder itself) could not tell again, so it is written at once
     took_over_lock: bool = False

@@ -817,8 +817,12 @@ def as_written_in_the_old_order(world: ResetWorld, states: dict[str, str], offse
     }
     stored["steps"] = [by_name[n] for n in OLD_ORDER]
     stored["backup"] = {"configMap": world.backup_name(), "offsets": len(offsets), "takenAt": "2026-01-01T00:00:00Z"}
-    doc = {"version": 1, "cluster": CLUSTER, "offsetReset": f"{NAMESPACE}/{RESET}", "connectors": {}}
-    doc["connectors"][NAME] = {"kind": "source", "offsets": offsets}
+    doc: dict[str, Any] = {
+        "version": 1,
+        "cluster": CLUSTER,
+        "offsetReset": f"{NAMESPACE}/{RESET}",
+        "connectors": {NAME: {"kind": "source", "offsets": offsets}},
+    }
     world.kube.config_maps.pop((NAMESPACE, world.backup_name()), None)
     world.kube.add_config_map(
         NAMESPACE,

@@ -73,7 +73,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 #: other workers idle (CI53 ended on the 109 s rotation smoke, alone for 2 minutes).
 SLOW_FIRST = (
     "tests/helm/test_rbac_proof.py",  # 310
-    "tests/e2e/test_offset_reset_mm2.py",  # 224
+    "tests/e2e/test_offset_reset_mm2.py",  # 140 alone (two clusters, real MirrorMaker 2)
     "tests/e2e/test_debezium_postgres.py",  # 90 alone (PostgreSQL, its own worker)
     "tests/spark/test_ownership_protocol.py",  # 120 alone (two sinks settling their groups)
     "tests/e2e/test_connector_e2e.py",  # 209

@@ -658,3 +658,27 @@ def test_truncate_offset_syncs_topic(kafka: KafkaBroker, ko: KafkaOffsets) -> No
     assert ko.truncate_topic(topic) == {0: high}
     assert ko.watermarks(topic) == {0: (high, high)}  # low watermark == previous high watermark
     assert ko.truncate_topic(unique("no-such-topic")) == {}
+
+
+def test_truncate_compacted_offset_syncs_topic_keeps_its_policy(kafka: KafkaBroker, ko: KafkaOffsets) -> None:
+    """MirrorMaker 2 creates its offset-syncs topic compact-only, and the broker refuses
+    DeleteRecords on such a topic (POLICY_VIOLATION): the truncation adds ``delete`` to the
+    policy for the call and leaves the policy as it found it."""
+    from confluent_kafka.admin import ConfigResource, ResourceType  # type: ignore[attr-defined]
+
+    topic = offset_syncs_topic_name(unique("src"), unique("tgt"))
+    admin = AdminClient(kafka.admin_config())
+    new = NewTopic(topic, num_partitions=1, replication_factor=1, config={"cleanup.policy": "compact"})
+    for future in admin.create_topics([new]).values():
+        future.result(timeout=15)
+    kafka.wait_for_leaders(topic, 1)
+    produce(kafka, topic, [(0, b"k%d" % i, b"%d" % i) for i in range(3)])
+
+    def policy() -> str:
+        futures = admin.describe_configs([ConfigResource(ResourceType.TOPIC, topic)])
+        return str(next(iter(futures.values())).result(timeout=15)["cleanup.policy"].value)
+
+    assert policy() == "compact"
+    assert ko.truncate_topic(topic) == {0: 3}
+    assert ko.watermarks(topic) == {0: (3, 3)}
+    assert policy() == "compact"

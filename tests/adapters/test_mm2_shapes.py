@@ -1,9 +1,16 @@
 """The test-only MM2-shaped connectors (tests/env/plugins/mm2shapes) on a real Connect 4.3 worker.
 
-Proves what later offset-reset tests rely on: the connectors write source offsets with MirrorMaker
-2's exact shapes, their alterOffsets validates like MM2's (checkpoint/heartbeat: only offset 0;
-source: non-negative offsets, required keys), DELETE offsets works, and the source connector
-resumes at stored offset + 1 or, with nothing stored, re-replicates from the earliest record.
+The offset resets run on real MirrorMaker 2 now (tests/e2e/test_offset_reset_mm2.py). This plugin
+stays for tests/spark/test_mm2_lag.py, whose connectors must NOT be named like MM2's (the check
+recognises them by the shape of their stored offsets, as it must for forks and wrappers of MM2),
+and this file proves the shapes that test relies on: source offsets with MirrorMaker 2's exact
+shapes, alterOffsets validating like MM2's (checkpoint/heartbeat: only offset 0; source:
+non-negative offsets, required keys), DELETE offsets, and resume at stored offset + 1 or, with
+nothing stored, from the earliest record. Where it differs from real MM2 4.3.1 (seen there): in
+its shapes-only mode a checkpoint partition names the upstream topic, where MM2 names the remote
+one (``a.orders``); its checkpoints translate by a fixed shift, not through offset syncs; and it
+forgets what it emitted when restarted, where MM2 reads its checkpoints topic back and writes no
+checkpoint (nor its connector offset) until the translated offset moves.
 """
 
 from __future__ import annotations

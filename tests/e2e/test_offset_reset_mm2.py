@@ -1,130 +1,294 @@
-"""MirrorMaker 2 resets against the real Connect worker and broker.
+"""MirrorMaker 2 resets on real MirrorMaker 2: Apache Kafka's own connect-mirror connectors between
+two real clusters, configured through the operator's Connector objects.
 
-The real connect-mirror jars are not obtainable here; the connectors are test-only stand-ins
-(tests/env/plugins/mm2shapes) whose offsets have MM2's exact partition/offset shapes, whose
-alterOffsets validate like MM2's, and whose source connector really replicates (no consumer
-group, resume at stored offset + 1). The offset-syncs topic is a real topic on the broker.
+Source cluster ``a`` is a second Apache Kafka broker started for this module; target cluster
+``b`` is the session's broker, which also holds the Connect worker's topics (MM2 runs on the
+target side, as recommended). Each test builds its own flow (its own aliases, so its own
+offset-syncs topic): a topic on ``a`` with a known number of records per partition, replicated
+to ``<alias>.<topic>`` on ``b``; a consumer group on ``a`` that read part of it, checkpointed to
+``b`` (and, with ``sync.group.offsets.enabled``, its translated offsets written to ``b``'s group).
+
+Truth is read from the clusters and the worker, never from the reset's status: the target
+topic's records (what was replicated again, counted and compared per partition), Connect's
+``GET /offsets`` for each connector, the worker's offsets topic, and MM2's offset-syncs and
+checkpoints topics decoded here (tests/env/mm2.py). Which MM2 intervals are shortened, and why:
+``tests.env.mm2.SHORT_INTERVALS``; ``test_mm2_reset_at_mm2_default_intervals`` keeps them all.
 """
 
 from __future__ import annotations
 
-import contextlib
+import itertools
 import json
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from connectops.adapters.kafka import KafkaOffsets
-from tests.e2e.conftest import ConnectREST, K8s, connect_cluster_spec, topic_record_count, wait_for
+from tests.e2e.conftest import ConnectREST, K8s, connect_cluster_spec, wait_for
 from tests.e2e.test_offset_reset_e2e import backup_doc, reset
-from tests.env.plugins import MM2_CHECKPOINT, MM2_HEARTBEAT, MM2_SOURCE, mm2_shapes_jar
+from tests.env.mm2 import (
+    MIRROR_CHECKPOINT,
+    MIRROR_HEARTBEAT,
+    MIRROR_SOURCE,
+    Checkpoint,
+    OffsetSync,
+    checkpoints,
+    consume_and_commit,
+    group_offsets,
+    mirror_configs,
+    offset_syncs,
+    read_records,
+    topic_config,
+    translate_downstream,
+    values_by_partition,
+)
 from tests.env.records import batching_producer
-from tests.env.servers import ConnectWorker, KafkaBroker
+from tests.env.servers import ConnectFactory, ConnectWorker, KafkaBroker
 
-BYTES = "org.apache.kafka.connect.converters.ByteArrayConverter"
+pytestmark = pytest.mark.timeout(300)
+
+#: records produced per partition of the source topic (unequal, so a count per partition shows
+#: which partition was replicated again)
+UPSTREAM = {0: 10, 1: 6}
+#: what the consumer group on ``a`` read and committed, per partition
+COMMITTED = {0: 6, 1: 4}
+ROLES = {"source": MIRROR_SOURCE, "checkpoint": MIRROR_CHECKPOINT, "heartbeat": MIRROR_HEARTBEAT}
 
 
 @pytest.fixture(scope="module")
-def mm2_worker(connect_factory: Any) -> Iterator[ConnectWorker]:
-    worker: ConnectWorker = connect_factory("mm2", extra_classpath=[mm2_shapes_jar()])
+def cluster_a(testenv_root: Path) -> Iterator[KafkaBroker]:
+    """The source cluster: a broker of its own (its own cluster id), for this module only."""
+    broker = KafkaBroker(testenv_root, name="mm2-cluster-a")
+    broker.start()
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture(scope="module")
+def mm2_worker(connect_factory: ConnectFactory) -> Iterator[ConnectWorker]:
+    """A Connect worker group of its own on the target cluster, with Kafka's own libs (and so
+    connect-mirror) on its classpath: other tests' connectors are not in its listing, which the
+    reset searches for other flows sharing an offset-syncs topic."""
+    worker = connect_factory("mm2")
+    plugins = {p["class"] for p in httpx.get(f"{worker.url}/connector-plugins", timeout=30).json()}
+    assert set(ROLES.values()) <= plugins, plugins
     yield worker
-    worker.stop()  # an idle JVM, and its fetches on the broker, for the rest of the session otherwise
+    worker.stop()  # an idle JVM, and its fetches on both brokers, for the rest of the session otherwise
+
+
+@dataclass
+class Flow:
+    """One MM2 flow a -> b: three connectors managed by Connector objects, and what it mirrored."""
+
+    run: str
+    a: KafkaBroker
+    b: KafkaBroker
+    worker: ConnectWorker
+    rest: ConnectREST
+    location: str
+    source_alias: str
+    target_alias: str
+    topic: str
+    group: str
+    names: dict[str, str]
+    configs: dict[str, dict[str, str]]
+    produced: dict[int, list[bytes]] = field(default_factory=dict)
+
+    @property
+    def remote(self) -> str:
+        return f"{self.source_alias}.{self.topic}"
+
+    @property
+    def syncs_topic(self) -> str:
+        # MM2's name, independently of the operator: the alias of the OTHER cluster than the one
+        # holding it (MirrorConnectorConfig.offsetSyncsTopic)
+        other = self.target_alias if self.location == "source" else self.source_alias
+        return f"mm2-offset-syncs.{other}.internal"
+
+    @property
+    def syncs_cluster(self) -> KafkaBroker:
+        return self.a if self.location == "source" else self.b
+
+    @property
+    def checkpoints_topic(self) -> str:
+        return f"{self.source_alias}.checkpoints.internal"
+
+    def syncs(self) -> dict[int, list[OffsetSync]]:
+        return offset_syncs(self.syncs_cluster.bootstrap, self.syncs_topic, self.topic)
+
+    def checkpoints(self) -> dict[int, list[Checkpoint]]:
+        return checkpoints(self.b.bootstrap, self.checkpoints_topic, self.group)
+
+    def target_values(self) -> dict[int, list[bytes]]:
+        return values_by_partition(read_records(self.b.bootstrap, self.remote))
+
+    def target_counts(self) -> dict[int, int]:
+        return {p: len(v) for p, v in self.target_values().items()}
+
+    def offsets(self, role: str) -> list[dict[str, Any]]:
+        response = self.rest.http.get(self.rest.path(self.names[role]) + "/offsets", timeout=30)
+        response.raise_for_status()
+        # Connect 4.3 can list a partition just reset as "offset": null for a moment: none
+        result: list[dict[str, Any]] = [e for e in response.json()["offsets"] if e["offset"] is not None]
+        return result
+
+    def source_offsets(self) -> dict[tuple[str, int], int]:
+        """MirrorSourceConnector's stored offsets: (cluster alias, partition) -> last replicated."""
+        return {
+            (e["partition"]["cluster"], e["partition"]["partition"]): e["offset"]["offset"]
+            for e in self.offsets("source")
+        }
+
+    def checkpoint_partitions(self) -> set[int]:
+        return {e["partition"]["partition"] for e in self.offsets("checkpoint")}
+
+    def offsets_log(self) -> dict[str, list[Any]]:
+        """Every value written to the worker's offsets topic for this flow's connectors, by key
+        (the JSON text of ``[connector, partition]``, keys sorted), in log order: a reset shows
+        as a null (a tombstone) between the values before and after."""
+        log: dict[str, list[Any]] = {}
+        wanted = set(self.names.values())
+        for record in read_records(self.b.bootstrap, self.worker.offset_topic):
+            key = json.loads(record.key or b"null")
+            if isinstance(key, list) and len(key) == 2 and key[0] in wanted:
+                text = json.dumps(key, sort_keys=True)
+                log.setdefault(text, []).append(None if record.value is None else json.loads(record.value))
+        return log
+
+    def key(self, role: str, partition: dict[str, Any]) -> str:
+        return json.dumps([self.names[role], partition], sort_keys=True)
+
+    def block(self, **extra: Any) -> dict[str, Any]:
+        """The OffsetReset's mirrorMaker2 block for this flow."""
+        return {
+            "sourceConnector": self.names["source"],
+            "checkpointConnector": self.names["checkpoint"],
+            "heartbeatConnector": self.names["heartbeat"],
+            "sourceAlias": self.source_alias,
+            "targetAlias": self.target_alias,
+            "offsetSyncsTopicLocation": self.location,
+            "sourceCluster": {"bootstrapServers": self.a.bootstrap},
+            "targetCluster": {"bootstrapServers": self.b.bootstrap},
+            **extra,
+        }
+
+
+def start_flow(
+    k8s: K8s,
+    a: KafkaBroker,
+    b: KafkaBroker,
+    worker: ConnectWorker,
+    *,
+    location: str = "source",
+    short_intervals: bool = True,
+) -> Flow:
+    """Records on ``a``, the group's commit on ``a``, then the three connectors (Connector
+    objects); returns once everything was mirrored and, with short intervals, checkpointed."""
+    run = uuid.uuid4().hex[:6]
+    topic, group = f"orders-{run}", f"app-{run}"
+    source_alias, target_alias = f"a-{run}", f"b-{run}"
+    admin = AdminClient(a.admin_config())
+    for future in admin.create_topics([NewTopic(topic, len(UPSTREAM), 1)]).values():
+        future.result(timeout=15)
+    a.wait_for_leaders(topic, len(UPSTREAM))
+    produced = {p: [f"p{p}-{i}".encode() for i in range(n)] for p, n in UPSTREAM.items()}
+    producer = batching_producer(a.bootstrap)
+    for p, values in produced.items():
+        for value in values:
+            producer.produce(topic, key=value, value=value, partition=p)
+    assert producer.flush(15) == 0
+    read = consume_and_commit(a.bootstrap, group, topic, COMMITTED)
+    assert read == {p: produced[p][:n] for p, n in COMMITTED.items()}
+
+    configs = mirror_configs(
+        source_alias=source_alias,
+        target_alias=target_alias,
+        source_bootstrap=a.bootstrap,
+        target_bootstrap=b.bootstrap,
+        topics=topic,
+        groups=group,
+        location=location,
+        short_intervals=short_intervals,
+    )
+    names = {role: f"mm2-{role}-{run}" for role in ROLES}
+    if not k8s.exists("connectclusters", "mm2"):
+        k8s.create("connectclusters", "mm2", connect_cluster_spec(worker), "ConnectCluster")
+        k8s.wait_condition("connectclusters", "mm2", "Ready", "True")
+    for role, name in names.items():
+        spec = {
+            "clusterRef": {"name": "mm2"},
+            "class": ROLES[role],
+            "tasksMax": 1,
+            "config": configs[role],
+            "check": {"enabled": False},
+        }
+        k8s.create("connectors", name, spec, "Connector")
+    rest = ConnectREST(worker)
+    flow = Flow(run, a, b, worker, rest, location, source_alias, target_alias, topic, group, names, configs, produced)
+    for name in names.values():
+        k8s.wait_condition("connectors", name, "Ready", "True", timeout=120)
+    wait_for(lambda: flow.target_values() == produced, 90, "the topic mirrored to b")
+    last = {(source_alias, p): n - 1 for p, n in UPSTREAM.items()}
+    wait_for(lambda: flow.source_offsets() == last, 60, "MirrorSourceConnector's offsets committed")
+    wait_for(lambda: flow.offsets("heartbeat"), 60, "MirrorHeartbeatConnector's offsets committed")
+    if short_intervals:
+        wait_for(lambda: set(flow.checkpoints()) == set(UPSTREAM), 60, "a checkpoint for each partition")
+        wait_for(lambda: flow.checkpoint_partitions() == set(UPSTREAM), 60, "MirrorCheckpointConnector's offsets")
+    return flow
 
 
 @pytest.fixture
-def mm2(k8s: K8s, mm2_worker: ConnectWorker, kafka: KafkaBroker) -> Iterator[dict[str, Any]]:
-    """An MM2-shaped deployment (source 'east' -> target 'west') created directly over REST, as
-    MirrorMaker 2 deployed by other tooling would be; replication of 5 records done."""
-    run = uuid.uuid4().hex[:6]
-    alias, upstream = f"east{run}", f"orders{run}"
-    remote = f"{alias}.{upstream}"
-    syncs = f"mm2-offset-syncs.west{run}.internal"
-    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
-    for future in admin.create_topics(
-        [NewTopic(upstream, 2, 1), NewTopic(remote, 2, 1), NewTopic(syncs, 1, 1)]
-    ).values():
-        future.result(timeout=15)
-    producer = batching_producer(kafka.bootstrap)
-    for i, partition in enumerate([0, 0, 0, 1, 1]):
-        producer.produce(upstream, key=b"k%d" % i, value=b"v%d" % i, partition=partition)
-        producer.flush(10)
-    producer.produce(syncs, key=b"sync", value=b"stale", partition=0)
-    producer.flush(10)
-
-    rest = ConnectREST(mm2_worker)
-    names = {"source": f"mm2-source-{run}", "checkpoint": f"mm2-checkpoint-{run}", "heartbeat": f"mm2-heartbeat-{run}"}
-    configs = {
-        "source": {
-            "connector.class": MM2_SOURCE,
-            "tasks.max": "1",
-            "source.cluster.alias": alias,
-            "target.cluster.alias": f"west{run}",
-            "source.cluster.bootstrap.servers": kafka.bootstrap,
-            "topics": upstream,
-            "key.converter": BYTES,
-            "value.converter": BYTES,
-        },
-        "checkpoint": {
-            "connector.class": MM2_CHECKPOINT,
-            "source.cluster.alias": alias,
-            "groups": "app",
-            "topics": upstream,
-            "partitions": "2",
-        },
-        "heartbeat": {
-            "connector.class": MM2_HEARTBEAT,
-            "source.cluster.alias": alias,
-            "target.cluster.alias": f"west{run}",
-        },
-    }
-    for role, name in names.items():
-        # generous: the shared worker rebalances on every create
-        rest.http.put(rest.path(name) + "/config", json=configs[role], timeout=90).raise_for_status()
-    wait_for(lambda: topic_record_count(kafka.bootstrap, remote) == 5, 90, "replicated")
-    for name in names.values():
-        wait_for(lambda n=name: rest.http.get(rest.path(n) + "/offsets").json()["offsets"], 60, f"{name} offsets")
-    k8s.create("connectclusters", "mm2", connect_cluster_spec(mm2_worker), "ConnectCluster")
-    k8s.wait_condition("connectclusters", "mm2", "Ready", "True")
-    yield {
-        "names": names,
-        "alias": alias,
-        "target": f"west{run}",
-        "remote": remote,
-        "syncs": syncs,
-        "upstream": upstream,
-        "rest": rest,
-        "configs": configs,
-        "worker": mm2_worker,
-    }
-    # the worker is shared by the module: leave it with no connectors of ours
-    for name in names.values():
-        with contextlib.suppress(httpx.HTTPError):
-            rest.http.delete(rest.path(name), timeout=60)
+def flow(k8s: K8s, cluster_a: KafkaBroker, kafka: KafkaBroker, mm2_worker: ConnectWorker) -> Flow:
+    # the Connector objects (and so the connectors) go with the test's namespace (k8s fixture)
+    return start_flow(k8s, cluster_a, kafka, mm2_worker)
 
 
-def mm2_block(mm2: dict[str, Any], kafka: KafkaBroker, **extra: Any) -> dict[str, Any]:
-    return {
-        "sourceConnector": mm2["names"]["source"],
-        "checkpointConnector": mm2["names"]["checkpoint"],
-        "heartbeatConnector": mm2["names"]["heartbeat"],
-        "sourceAlias": mm2["alias"],
-        "targetAlias": mm2["target"],
-        "sourceCluster": {"bootstrapServers": kafka.bootstrap},
-        **extra,
-    }
+def last_checkpoints(flow: Flow) -> dict[int, Checkpoint]:
+    return {p: cps[-1] for p, cps in flow.checkpoints().items()}
 
 
-@pytest.mark.parametrize("strategy", ["rest", "tombstone"])
-def test_mm2_full_reset_deletes_offset_syncs_and_rereplicates(
-    k8s: K8s, mm2: dict[str, Any], kafka: KafkaBroker, strategy: str
+def assert_moves_only(checkpoints_of_partition: list[Checkpoint]) -> None:
+    """MM2 writes a checkpoint only when the translated offset moves: with the group's offset
+    unchanged, no two checkpoints in a row have the same downstream offset (a repeat is skipped,
+    MirrorCheckpointTask.checkpointIsMoreRecent), and they never go backwards."""
+    downstream = [c.downstream for c in checkpoints_of_partition]
+    assert all(x < y for x, y in itertools.pairwise(downstream)), downstream
+
+
+@pytest.mark.parametrize(
+    ("strategy", "location", "cleanup"), [("rest", "source", "delete"), ("tombstone", "target", "truncate")]
+)
+def test_mm2_full_reset_rereplicates_every_partition(
+    k8s: K8s,
+    cluster_a: KafkaBroker,
+    kafka: KafkaBroker,
+    mm2_worker: ConnectWorker,
+    strategy: str,
+    location: str,
+    cleanup: str,
 ) -> None:
-    rest: ConnectREST = mm2["rest"]
-    before = {n: rest.http.get(rest.path(n) + "/offsets").json()["offsets"] for n in mm2["names"].values()}
+    """stop all three -> remove their offsets -> delete (or truncate) the offset-syncs topic where
+    it lives -> restart: MM2 replicates every record again, per partition, in order, and
+    translates the group's offsets against the new syncs only."""
+    flow = start_flow(k8s, cluster_a, kafka, mm2_worker, location=location)
+    other = flow.b if flow.syncs_cluster is flow.a else flow.a
+    # MM2 made the topic where offset-syncs.topic.location says, compacted, under the other alias
+    assert topic_config(flow.syncs_cluster.bootstrap, flow.syncs_topic)["cleanup.policy"] == "compact"
+    assert flow.syncs_topic not in AdminClient(other.admin_config()).list_topics(timeout=10).topics
+    before = {role: flow.offsets(role) for role in ROLES}
+    syncs_before = flow.syncs()
+    checkpoints_before = last_checkpoints(flow)
+    for p, cp in checkpoints_before.items():
+        assert (cp.topic, cp.upstream) == (flow.remote, COMMITTED[p])
+        assert cp.downstream == translate_downstream(syncs_before[p], COMMITTED[p])
+    assert set(checkpoints_before) == set(UPSTREAM)
+
     status = reset(
         k8s,
         "mm2-reset",
@@ -132,178 +296,274 @@ def test_mm2_full_reset_deletes_offset_syncs_and_rereplicates(
             "clusterRef": {"name": "mm2"},
             "action": "reset",
             "strategy": strategy,
-            "mirrorMaker2": mm2_block(mm2, kafka, offsetSyncs="delete"),
+            "mirrorMaker2": flow.block(offsetSyncs=cleanup),
         },
         timeout=240,
     )
     assert status["strategy"] == strategy
-    assert status["plan"]["offsetSyncsTopic"] == mm2["syncs"]
-    assert status["plan"]["offsetSyncsCluster"] == "source"
-    steps = {s["name"]: s for s in status["steps"]}
-    assert steps["offsetSyncs"]["state"] == "Done"
-    assert steps["offsetSyncs"]["message"] == f"deleted offset-syncs topic {mm2['syncs']}"
-    assert sorted(status["connectors"]) == sorted(mm2["names"].values())
-    assert status["connectorKind"] == "mirror-checkpoint,mirror-heartbeat,mirror-source"
-    assert not KafkaOffsets(kafka.bootstrap).topic_exists(mm2["syncs"])
-    # read back while stopped, from Connect and from the offsets topic, for every connector
-    confirmed = {s["name"]: s for s in status["steps"]}["reset"]
-    assert confirmed["state"] == "Done"
+    done = {"delete": "deleted", "truncate": "truncated"}[cleanup]
+    assert {s["name"]: s for s in status["steps"]}["offsetSyncs"][
+        "message"
+    ] == f"{done} offset-syncs topic {flow.syncs_topic}"
+    assert status["plan"]["offsetSyncsTopic"] == flow.syncs_topic
+    assert status["plan"]["offsetSyncsCluster"] == location
+    assert sorted(status["connectors"]) == sorted(flow.names.values())
     # every connector's offsets were saved before anything was changed
     doc = backup_doc(k8s, status["backup"]["configMap"])
-    assert {n: doc["connectors"][n]["offsets"] for n in mm2["names"].values()} == before
-    # no stored offsets: the source replicates everything again (5 more records downstream)
-    wait_for(lambda: topic_record_count(kafka.bootstrap, mm2["remote"]) == 10, 90, "re-replicated")
-    for name in mm2["names"].values():
-        assert rest.state(name) == "RUNNING"
+    assert {role: doc["connectors"][name]["offsets"] for role, name in flow.names.items()} == before
+
+    # the target topic: every partition holds its records twice, the second time in upstream
+    # order from the first record (nothing stored: MM2's consumer starts at the earliest offset)
+    twice = {p: values + values for p, values in flow.produced.items()}
+    wait_for(lambda: flow.target_values() == twice, 90, "every record replicated again")
+    time.sleep(2)
+    assert flow.target_values() == twice  # and not a third time
+    # Connect: the source caught up again; every connector's offsets were removed (a null in the
+    # offsets topic after its last value from before) before the restarted tasks wrote new ones
+    last = {(flow.source_alias, p): n - 1 for p, n in UPSTREAM.items()}
+    wait_for(lambda: flow.source_offsets() == last, 60, "source offsets caught up")
+    log = flow.offsets_log()
+    for role in ROLES:
+        for entry in before[role]:
+            values = log[flow.key(role, entry["partition"])]
+            assert entry["offset"] in values, (role, entry, values)
+            assert None in values[values.index(entry["offset"]) :], (role, entry, values)
+    # the offset-syncs topic was deleted (and made again by the restarted source connector) or
+    # emptied: no sync from before survives; each partition's first sync maps upstream 0 to where
+    # its first record landed the second time (downstream = the records mirrored before). The
+    # topic is compacted again either way (a truncation lends it the delete policy only for the
+    # call)
+    wait_for(lambda: set(flow.syncs()) == set(UPSTREAM), 60, "new offset syncs")
+    assert topic_config(flow.syncs_cluster.bootstrap, flow.syncs_topic)["cleanup.policy"] == "compact"
+    syncs_after = flow.syncs()
+    for p, n in UPSTREAM.items():
+        assert syncs_after[p][0] == OffsetSync(flow.topic, p, 0, n), syncs_after[p]
+        assert all(s.downstream >= n for s in syncs_after[p]), syncs_after[p]
+
+    # checkpoints: the group did not move, its translation did (against the new syncs only), so
+    # MM2 wrote new checkpoints; the checkpoints topic is not MM2's offset store and keeps the old
+    def translated() -> dict[int, int] | None:
+        syncs, last_cps = flow.syncs(), last_checkpoints(flow)
+        want = {p: translate_downstream(syncs[p], COMMITTED[p]) for p in UPSTREAM}
+        got = {p: cp.downstream for p, cp in last_cps.items()}
+        return got if got == want and all(d >= UPSTREAM[p] for p, d in got.items()) else None
+
+    final = wait_for(translated, 60, "checkpoints translated against the new syncs")
+    for p, cps in flow.checkpoints().items():
+        assert checkpoints_before[p] in cps
+        assert_moves_only(cps[cps.index(checkpoints_before[p]) :])
+    wait_for(lambda: flow.checkpoint_partitions() == set(UPSTREAM), 30, "checkpoint offsets written again")
+    # and MM2's group sync moved the group on b (it has no members there) to the new translation
+    wait_for(
+        lambda: group_offsets(flow.b.bootstrap, flow.group, flow.remote, len(UPSTREAM)) == final,
+        60,
+        "the group's offsets on b",
+    )
+    for name in flow.names.values():
+        assert flow.rest.state(name) == "RUNNING"
 
 
 @pytest.mark.parametrize("strategy", ["rest", "tombstone"])
-def test_mm2_alter_source_and_checkpoint_rules(
-    k8s: K8s, mm2: dict[str, Any], kafka: KafkaBroker, strategy: str
-) -> None:
-    rest: ConnectREST = mm2["rest"]
-    alias, upstream = mm2["alias"], mm2["upstream"]
-    names = mm2["names"]
-    records_before = _offsets_records(kafka, mm2["worker"], names.values())
-    # checkpoint offsets may only be reset or set to 0: refused in planning, nothing stopped
+def test_mm2_alter_resumes_after_the_stored_offset(k8s: K8s, flow: Flow, strategy: str) -> None:
+    """MirrorSourceTask resumes at the stored offset + 1; an entry under another cluster alias is
+    stored but ignored; a checkpoint offset can only be removed or set to 0, and a removed one
+    comes back only when MM2 writes a checkpoint, i.e. when the translated offset moves."""
+    other_alias = f"x-{flow.run}"
+    # a checkpoint offset other than 0: refused in planning, nothing stopped
     bad = reset(
         k8s,
         "mm2-bad",
         {
             "clusterRef": {"name": "mm2"},
             "action": "alter",
-            "mirrorMaker2": mm2_block(mm2, kafka, offsetSyncs="none"),
-            "offsets": [{"partition": {"group": "app", "topic": upstream, "partition": 0}, "offset": {"offset": 5}}],
+            "mirrorMaker2": flow.block(offsetSyncs="keep"),
+            "offsets": [
+                {"partition": {"group": flow.group, "topic": flow.remote, "partition": 0}, "offset": {"offset": 5}}
+            ],
         },
         phase="Failed",
     )
     cond = next(c for c in bad["conditions"] if c["type"] == "Succeeded")
     assert cond["reason"] == "InspectFailed"
     assert "only be reset" in cond["message"]
-    assert all(rest.state(n) == "RUNNING" for n in mm2["names"].values())
+    assert all(flow.rest.state(n) == "RUNNING" for n in flow.names.values())
 
-    # rewind partition 0 of the source to its first record and drop one checkpoint; the
-    # connectors stay stopped afterwards (resume: stopped), so the offsets topic can be read as
-    # the reset left it before any task writes again
-    ok = reset(
+    n = 3  # partition 0 rewound to "record 3 replicated": records 4..9 come again
+    checkpoints_before = last_checkpoints(flow)
+    source_p0 = {"cluster": flow.source_alias, "topic": flow.topic, "partition": 0}
+    foreign_p1 = {"cluster": other_alias, "topic": flow.topic, "partition": 1}
+    checkpoint_p1 = {"group": flow.group, "topic": flow.remote, "partition": 1}
+    # a new partition (one with no record in the offsets topic) can only be written over REST:
+    # the tombstone path reuses Connect's own key bytes, and there are none for it
+    foreign = [{"partition": foreign_p1, "offset": {"offset": 0}}] if strategy == "rest" else []
+    status = reset(
         k8s,
         "mm2-alter",
         {
             "clusterRef": {"name": "mm2"},
             "action": "alter",
             "strategy": strategy,
-            "resume": "stopped",
-            "mirrorMaker2": mm2_block(mm2, kafka, offsetSyncs="none"),
+            "mirrorMaker2": flow.block(offsetSyncs="keep"),
             "offsets": [
-                {"partition": {"cluster": alias, "topic": upstream, "partition": 0}, "offset": {"offset": 0}},
-                {"partition": {"group": "app", "topic": upstream, "partition": 1}, "offset": None},
+                {"partition": source_p0, "offset": {"offset": n}},
+                *foreign,
+                {"partition": checkpoint_p1, "offset": None},
             ],
         },
         timeout=240,
     )
-    assert {s["name"]: s["state"] for s in ok["steps"]}["offsetSyncs"] == "Skipped"
-    assert ok["strategy"] == strategy
-    assert all(rest.state(n) == "STOPPED" for n in names.values())
-    after = _offsets_records(kafka, mm2["worker"], names.values())
-    source_p0 = json.dumps([names["source"], {"cluster": alias, "topic": upstream, "partition": 0}], sort_keys=True)
-    checkpoint_p1 = json.dumps(
-        [names["checkpoint"], {"group": "app", "topic": upstream, "partition": 1}], sort_keys=True
+    assert status["strategy"] == strategy
+    assert {s["name"]: s["state"] for s in status["steps"]}["offsetSyncs"] == "Skipped"
+    if foreign:
+        assert any(other_alias in w and flow.source_alias in w for w in status["plan"]["warnings"]), status["plan"]
+    # the target: exactly the records after n of partition 0 again, in order; partition 1
+    # (whose only new entry is under another alias) nothing
+    again = {0: flow.produced[0] + flow.produced[0][n + 1 :], 1: flow.produced[1]}
+    wait_for(lambda: flow.target_values() == again, 90, f"partition 0 replicated again after offset {n}")
+    time.sleep(2)
+    assert flow.target_counts() == {0: UPSTREAM[0] + UPSTREAM[0] - (n + 1), 1: UPSTREAM[1]}
+    # Connect: caught up again; the foreign entry kept as written, never used
+    caught_up = {(flow.source_alias, 0): UPSTREAM[0] - 1, (flow.source_alias, 1): UPSTREAM[1] - 1}
+    if foreign:
+        caught_up[(other_alias, 1)] = 0
+    wait_for(lambda: flow.source_offsets() == caught_up, 60, "source offsets caught up")
+    log = flow.offsets_log()
+    p0_values = log[flow.key("source", source_p0)]
+    assert p0_values[p0_values.index({"offset": n}) - 1] == {"offset": UPSTREAM[0] - 1}, p0_values
+    assert p0_values[-1] == {"offset": UPSTREAM[0] - 1}
+    assert log[flow.key("checkpoint", checkpoint_p1)][-1] is None
+    # checkpoints: partition 0's replication wrote new syncs (its upstream offsets rewound, so
+    # MM2's sync store forgets the older ones) and the group's translation moved: a new
+    # checkpoint, and its connector offset written again. Partition 1's did not move: no new
+    # checkpoint, and its removed connector offset stays removed
+    wait_for(
+        lambda: (
+            last_checkpoints(flow)[0].downstream == translate_downstream(flow.syncs()[0], COMMITTED[0])
+            and last_checkpoints(flow)[0].downstream >= UPSTREAM[0]
+        ),
+        60,
+        "partition 0's checkpoint translated against the new syncs",
     )
-    assert records_before[source_p0] == {"offset": 2}
-    assert after[source_p0] == {"offset": 0}
-    assert checkpoint_p1 in records_before
-    assert checkpoint_p1 not in after
-    untouched = {k for k in records_before if k not in (source_p0, checkpoint_p1)}
-    assert untouched
-    assert {k: after.get(k) for k in untouched} == {k: records_before[k] for k in untouched}
-    # Connect agrees, and once resumed the source replicates records 1 and 2 of partition 0 again
-    connect_view = rest.http.get(rest.path(names["source"]) + "/offsets").json()["offsets"]
-    assert {json.dumps(e["partition"], sort_keys=True): e["offset"] for e in connect_view}[
-        json.dumps({"cluster": alias, "topic": upstream, "partition": 0}, sort_keys=True)
-    ] == {"offset": 0}
-    for name in names.values():
-        rest.http.put(rest.path(name) + "/resume", timeout=60).raise_for_status()
-    wait_for(lambda: topic_record_count(kafka.bootstrap, mm2["remote"]) == 7, 90, "partition 0 rewound")
+    time.sleep(3)  # three emit intervals
+    after = flow.checkpoints()
+    assert after[1][-1] == checkpoints_before[1]
+    assert_moves_only(after[0])
+    assert flow.checkpoint_partitions() == {0}
 
 
-def test_mm2_default_keeps_other_flows_offset_syncs(k8s: K8s, mm2: dict[str, Any], kafka: KafkaBroker) -> None:
-    """The offset-syncs topic is shared by every flow between two clusters: by default a reset
-    that does not cover all of them is refused before anything changes, and says which."""
-    rest: ConnectREST = mm2["rest"]
-    # a second flow between the same clusters (another topic), managed by a Connector object here,
-    # and a third one created by other tooling
-    second = {k: v for k, v in mm2["configs"]["source"].items() if k not in ("connector.class", "tasks.max")}
+def test_mm2_reset_at_mm2_default_intervals_and_a_shared_offset_syncs_topic(
+    k8s: K8s, cluster_a: KafkaBroker, kafka: KafkaBroker, mm2_worker: ConnectWorker
+) -> None:
+    """Every MM2 interval at its default (emit.checkpoints 60 s, sync.group.offsets 60 s,
+    refresh.topics/groups 600 s), and the reset's defaults too (strategy auto, offsetSyncs auto).
+
+    What depends on an interval is the stop: a MirrorCheckpointTask spends its 60 s round asleep
+    in poll(), and the reset must not wait for the round to end (the task looks for a stop every
+    consumer.poll.timeout.ms, 1 s). So the whole reset, stop to verified restart, takes less
+    than one round, and the restarted checkpoint task has not written a checkpoint yet (its
+    first round ends 60 s after its start): right after a reset, a failover finds only the
+    checkpoints from before it. Then the same flow shares its offset-syncs topic with two more:
+    offsetSyncs auto refuses before changing anything, and names the flows it would affect.
+    """
+    flow = start_flow(k8s, cluster_a, kafka, mm2_worker, short_intervals=False)
+    assert "emit.checkpoints.interval.seconds" not in flow.configs["checkpoint"]
+    checkpoints_before = flow.checkpoints()
+    t0 = time.monotonic()
+    status = reset(
+        k8s,
+        "mm2-defaults",
+        {"clusterRef": {"name": "mm2"}, "action": "reset", "mirrorMaker2": flow.block()},
+        timeout=240,
+    )
+    took = time.monotonic() - t0
+    assert status["strategy"] == "rest"
+    assert status["plan"]["offsetSyncsCleanup"] == "delete"  # auto: no other flow uses the topic
+    assert took < 60, f"the reset took {took:.0f} s: it waited for MM2's 60 s checkpoint round"
+    # the restarted checkpoint task started after t0: its first round has not ended
+    assert flow.checkpoints() == checkpoints_before
+    assert time.monotonic() - t0 < 60
+    twice = {p: values + values for p, values in flow.produced.items()}
+    wait_for(lambda: flow.target_values() == twice, 90, "every record replicated again")
+    wait_for(lambda: set(flow.syncs()) == set(UPSTREAM), 60, "new offset syncs")
+    assert all(s.downstream >= UPSTREAM[p] for p, ss in flow.syncs().items() for s in ss)
+    last = {(flow.source_alias, p): n - 1 for p, n in UPSTREAM.items()}
+    wait_for(lambda: flow.source_offsets() == last, 60, "source offsets caught up")
+    wait_for(lambda: flow.offsets("heartbeat"), 60, "heartbeat offsets written again")
+
+    # a second flow between the same clusters (another topic), managed by a Connector object
+    # here, and a third one created by other tooling: the same offset-syncs topic
+    rest = flow.rest
+    second = {**flow.configs["source"], "topics": f"other-{flow.run}"}
     k8s.create(
         "connectors",
         "second-flow",
-        {"clusterRef": {"name": "mm2"}, "class": MM2_SOURCE, "config": second},
+        {"clusterRef": {"name": "mm2"}, "class": MIRROR_SOURCE, "config": second, "check": {"enabled": False}},
         "Connector",
     )
-    third = f"mm2-third-{uuid.uuid4().hex[:6]}"
-    rest.http.put(rest.path(third) + "/config", json=mm2["configs"]["source"]).raise_for_status()
-    wait_for(lambda: rest.state("second-flow") == "RUNNING" and rest.state(third) == "RUNNING", 90, "other flows")
-    before = {n: rest.http.get(rest.path(n) + "/offsets").json()["offsets"] for n in mm2["names"].values()}
+    third = f"mm2-third-{flow.run}"
+    rest.http.put(rest.path(third) + "/config", json={**second, "connector.class": MIRROR_SOURCE}).raise_for_status()
+    try:
+        wait_for(lambda: rest.state("second-flow") == "RUNNING" and rest.state(third) == "RUNNING", 90, "other flows")
+        before = {role: flow.offsets(role) for role in ROLES}
+        syncs_before = flow.syncs()
+        refused = reset(
+            k8s,
+            "mm2-shared",
+            {"clusterRef": {"name": "mm2"}, "action": "reset", "mirrorMaker2": flow.block()},
+            phase="Failed",
+        )
+        cond = next(c for c in refused["conditions"] if c["type"] == "Succeeded")
+        assert cond["reason"] == "InspectFailed"
+        assert f"the offset-syncs topic {flow.syncs_topic} is also used by 2 other" in cond["message"]
+        assert "second-flow (Connector second-flow)" in cond["message"]
+        assert "1 not managed in this namespace" in cond["message"]
+        assert third not in cond["message"]  # other tooling's (or namespaces') names are not shown
+        assert "offsetSyncs: delete" in cond["message"]
+        assert "or keep" in cond["message"]
+        # nothing was changed: no backup, the syncs are there, every connector runs with its offsets
+        assert "backup" not in refused
+        assert flow.syncs() == syncs_before
+        for role, name in flow.names.items():
+            assert rest.state(name) == "RUNNING"
+            assert flow.offsets(role) == before[role]
+        assert flow.target_values() == twice
 
-    refused = reset(
-        k8s,
-        "mm2-shared",
-        {"clusterRef": {"name": "mm2"}, "action": "reset", "mirrorMaker2": mm2_block(mm2, kafka)},
-        phase="Failed",
-    )
-    cond = next(c for c in refused["conditions"] if c["type"] == "Succeeded")
-    assert cond["reason"] == "InspectFailed"
-    assert "2 other MirrorSourceConnector flow(s)" in cond["message"]
-    assert "second-flow (Connector second-flow)" in cond["message"]
-    assert "1 not managed in this namespace" in cond["message"]
-    assert third not in cond["message"]  # other tooling's (or namespaces') names are not shown
-    assert "offsetSyncs: delete" in cond["message"]
-    assert "or keep" in cond["message"]
-    # nothing was changed: no backup, the topic is there, every connector runs with its offsets
-    assert "backup" not in refused
-    assert KafkaOffsets(kafka.bootstrap).topic_exists(mm2["syncs"])
-    for name in mm2["names"].values():
-        assert rest.state(name) == "RUNNING"
-        assert rest.http.get(rest.path(name) + "/offsets").json()["offsets"] == before[name]
-
-    # an explicit choice is obeyed, and the plan lists the flows it affects
-    planned = reset(
-        k8s,
-        "mm2-shared-plan",
-        {
-            "clusterRef": {"name": "mm2"},
-            "action": "reset",
-            "dryRun": True,
-            "mirrorMaker2": mm2_block(mm2, kafka, offsetSyncs="delete"),
-        },
-        phase="Planned",
-    )
-    assert planned["plan"]["offsetSyncsCleanup"] == "delete"
-    assert (
-        planned["plan"]["offsetSyncsOtherFlows"]
-        == "second-flow (Connector second-flow), 1 not managed in this namespace"
-    )
-    rest.http.delete(rest.path(third))
+        # an explicit choice is obeyed, and the plan lists the flows it affects
+        planned = reset(
+            k8s,
+            "mm2-shared-plan",
+            {
+                "clusterRef": {"name": "mm2"},
+                "action": "reset",
+                "dryRun": True,
+                "mirrorMaker2": flow.block(offsetSyncs="delete"),
+            },
+            phase="Planned",
+        )
+        assert planned["plan"]["offsetSyncsCleanup"] == "delete"
+        assert (
+            planned["plan"]["offsetSyncsOtherFlows"]
+            == "second-flow (Connector second-flow), 1 not managed in this namespace"
+        )
+    finally:
+        rest.http.delete(rest.path(third), timeout=60)
 
 
-def test_mm2_refused_second_call_keeps_connectors_stopped_and_restore_brings_offsets_back(
-    k8s: K8s, mm2: dict[str, Any], kafka: KafkaBroker
-) -> None:
+def test_mm2_refused_second_call_keeps_connectors_stopped_and_restore_brings_offsets_back(k8s: K8s, flow: Flow) -> None:
     """Resetting several connectors takes one call each: when Connect refuses the second after
-    the first changed offsets, nothing is resumed on half-applied offsets; the restore manifest
-    the failure names puts every offset back exactly."""
+    the first changed offsets, nothing is resumed on half-applied offsets (MM2 would replicate
+    everything again); the restore manifest the failure names puts every offset back exactly,
+    and nothing is replicated again."""
     import kubernetes
     import yaml
 
     from tests.env.faultproxy import FaultProxy, FaultRule
 
-    rest: ConnectREST = mm2["rest"]
-    names = mm2["names"]
-    worker: ConnectWorker = mm2["worker"]
-    before = {n: rest.http.get(rest.path(n) + "/offsets").json()["offsets"] for n in names.values()}
-    records_before = _offsets_records(kafka, worker, names.values())
-    replicated = topic_record_count(kafka.bootstrap, mm2["remote"])
-    with FaultProxy(worker.url) as proxy:
-        spec = connect_cluster_spec(worker)
+    names = flow.names
+    before = {role: flow.offsets(role) for role in ROLES}
+    latest_before = {k: v[-1] for k, v in flow.offsets_log().items() if v[-1] is not None}
+    with FaultProxy(flow.worker.url) as proxy:
+        spec = connect_cluster_spec(flow.worker)
         spec["restUrl"] = proxy.url
         k8s.create("connectclusters", "mm2-proxied", spec, "ConnectCluster")
         k8s.wait_condition("connectclusters", "mm2-proxied", "Ready", "True")
@@ -318,7 +578,7 @@ def test_mm2_refused_second_call_keeps_connectors_stopped_and_restore_brings_off
             {
                 "clusterRef": {"name": "mm2-proxied"},
                 "action": "reset",
-                "mirrorMaker2": mm2_block(mm2, kafka, offsetSyncs="keep"),
+                "mirrorMaker2": flow.block(offsetSyncs="keep"),
             },
             phase="Failed",
             timeout=240,
@@ -333,15 +593,13 @@ def test_mm2_refused_second_call_keeps_connectors_stopped_and_restore_brings_off
         # stopped and locked, the source's offsets really gone (the half that was applied), the
         # checkpoint's untouched, and nothing replicated meanwhile
         for name in names.values():
-            assert rest.state(name) == "STOPPED"
+            assert flow.rest.state(name) == "STOPPED"
         leases = kubernetes.client.CoordinationV1Api(k8s.core.api_client).list_namespaced_lease(k8s.ns).items
         assert len(leases) == 3
-        assert rest.http.get(rest.path(names["source"]) + "/offsets").json()["offsets"] == []
-        assert (
-            rest.http.get(rest.path(names["checkpoint"]) + "/offsets").json()["offsets"] == before[names["checkpoint"]]
-        )
+        assert flow.offsets("source") == []
+        assert flow.offsets("checkpoint") == before["checkpoint"]
         time.sleep(3)
-        assert topic_record_count(kafka.bootstrap, mm2["remote"]) == replicated
+        assert flow.target_values() == flow.produced
 
         proxy.clear_rules()
         manifest = yaml.safe_load(failed["restoreManifest"])
@@ -359,18 +617,12 @@ def test_mm2_refused_second_call_keeps_connectors_stopped_and_restore_brings_off
         assert restored["phase"] == "Succeeded", restored.get("conditions")
         lock = next(s for s in restored["steps"] if s["name"] == "lock")
         assert "took over the lock" in lock["message"]
-    # every offset back exactly, read from Connect and from the offsets topic itself
-    for name in names.values():
-        assert rest.http.get(rest.path(name) + "/offsets").json()["offsets"] == before[name]
-        assert rest.state(name) == "RUNNING"
-    assert _offsets_records(kafka, worker, names.values()) == records_before
+    # every offset back exactly, read from Connect and from the offsets topic itself, and MM2
+    # resumed from them: not one record replicated again
+    for role, name in names.items():
+        assert flow.offsets(role) == before[role]
+        assert flow.rest.state(name) == "RUNNING"
+    latest_after = {k: v[-1] for k, v in flow.offsets_log().items() if v[-1] is not None}
+    assert latest_after == latest_before
     time.sleep(3)
-    assert topic_record_count(kafka.bootstrap, mm2["remote"]) == replicated  # no re-replication
-
-
-def _offsets_records(kafka: KafkaBroker, worker: ConnectWorker, names: Any) -> dict[str, Any]:
-    """Each connector's offsets as the offsets topic holds them: latest value per partition map."""
-    latest: dict[str, Any] = {}
-    for record in KafkaOffsets(kafka.bootstrap).read_connector_offsets(worker.offset_topic, set(names)):
-        latest[json.dumps([record.connector, record.partition_map], sort_keys=True)] = record.source_offset()
-    return {k: v for k, v in latest.items() if v is not None}
+    assert flow.target_values() == flow.produced

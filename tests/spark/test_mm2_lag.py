@@ -1,5 +1,5 @@
 """MirrorMaker 2 lag, proven end to end: a real Connect worker running the MM2-shaped connectors
-(tests/env/plugins/mm2shapes; the real connect-mirror jars are not obtainable here), the real
+(tests/env/plugins/mm2shapes, named unlike MM2's connectors on purpose, see below), the real
 Apache Kafka broker, the job's own collection and metrics, and a hand computation from what the
 broker holds, read independently of the job:
 

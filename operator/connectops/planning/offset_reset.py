@@ -403,7 +403,8 @@ def _syncs_cleanup(requested: OffsetSyncsCleanup, topic: str, flows: Sequence[Mi
     raise PlanError(
         f"the offset-syncs topic {topic} is also used by {len(flows)} other MirrorSourceConnector flow(s) "
         f"on this worker ({_describe_flows(flows)}): deleting it restarts their offset translation, keeping "
-        "it leaves stale syncs (MM2 then creates topics without mirroring data). Choose explicitly: "
+        "it leaves syncs from before the reset, which MM2's checkpoint task may translate with until new "
+        "ones arrive. Choose explicitly: "
         "mirrorMaker2.offsetSyncs: delete (accepting the impact on those flows) or keep (accepting stale syncs)"
     )
 

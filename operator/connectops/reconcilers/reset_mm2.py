@@ -1,8 +1,13 @@
 """MirrorMaker 2's offset-syncs topic around a reset: who else uses it, and its cleanup.
 
 The topic (``mm2-offset-syncs.<alias>.internal``) is shared by every flow between the same two
-clusters. Left stale after a reset, it makes MM2 create topics without mirroring data; deleted, it
-restarts the offset translation of every flow that writes it. So the inspect step lists the other
+clusters. Only MirrorCheckpointTask reads it (to translate group offsets); MirrorSourceTask
+replicates from its Connect offsets alone, so a reset replicates again whether the syncs are kept
+or not. Kept, the checkpoint task may translate with syncs from before the reset until the
+restarted source writes new ones (a new sync below the last one clears its store); deleted, the
+offset translation of every flow that writes it restarts. The topic MM2 creates is compacted:
+``truncate`` (DeleteRecords) works on it because the adapter lends it the ``delete`` policy for
+the call. So the inspect step lists the other
 MirrorSourceConnectors on the worker that use it (the plan refuses ``auto`` when there are any),
 and the offsetSyncs step applies what the plan resolved.
 """

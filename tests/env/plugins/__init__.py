@@ -3,8 +3,9 @@
 ``testsinks``: a sink that does not confirm offset changes, and a sink of known speed (see their Java sources).
 ``versioned``: one source in two versions side by side (see ``versioned_plugin_dir``).
 ``mm2shapes``: three source connectors whose offsets have MirrorMaker 2's shapes and whose
-``alterOffsets`` validate like MM2's (see the Java sources), because the real connect-mirror jars
-are not obtainable in this environment.
+``alterOffsets`` validate like MM2's (see the Java sources), under class names that are not MM2's:
+for tests of recognising MM2 by its offsets' shapes (forks, wrappers). Real MirrorMaker 2
+(connect-mirror, on every worker's classpath) is what the offset-reset tests run.
 """
 
 from __future__ import annotations

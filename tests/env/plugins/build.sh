@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the test-only Connect plugins under tests/env/plugins against the real connect-api and
 # kafka-clients jars that provision.sh resolved into $CONNECTOPS_TESTENV_CACHE/kafka-<version>/libs:
-#   mm2shapes -> $CACHE/mm2shapes.jar  (connectors with MirrorMaker 2's offset shapes; the real
-#                                       connect-mirror jars are not obtainable here)
+#   mm2shapes -> $CACHE/mm2shapes.jar  (connectors with MirrorMaker 2's offset shapes under other
+#                                       class names; the reset tests run the real connect-mirror)
 #   testsinks -> $CACHE/testsinks.jar  (a sink that keeps Connect's default alterOffsets, i.e. does
 #                                       not confirm offset changes, as most real sinks)
 #   floodsource -> $CACHE/floodsource.jar  (a rate-limited source of fixed-size records whose

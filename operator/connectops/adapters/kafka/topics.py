@@ -14,8 +14,14 @@ from typing import Any
 from confluent_kafka import IsolationLevel, TopicPartition
 
 # isort: off
-# confluent_kafka.admin re-exports OffsetSpec without declaring it public (no __all__ entry).
-from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
+# confluent_kafka.admin re-exports these without declaring them public (no __all__ entry).
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    OffsetSpec,
+    ResourceType,
+)
 # isort: on
 
 from connectops.adapters.kafka.client import KafkaClient
@@ -127,6 +133,12 @@ class TopicAdmin(KafkaClient):
 
         Returns ``{partition: new low watermark}``; ``{}`` when the topic does not exist (nothing
         to truncate). The topic itself, its configs and ACLs stay, unlike :meth:`delete_topic`.
+
+        The broker refuses DeleteRecords (POLICY_VIOLATION) on a topic whose ``cleanup.policy``
+        has no ``delete``, and MirrorMaker 2 creates its offset-syncs topic compact-only. For such
+        a topic ``delete`` is added to the policy for the call and taken away again afterwards:
+        the window cannot cost records (every record is being deleted anyway), but an operator
+        that dies inside it leaves ``compact,delete`` on the topic.
         """
         operation = f"truncate topic {topic!r}"
         try:
@@ -137,15 +149,51 @@ class TopicAdmin(KafkaClient):
         out = {p: low for p, (low, _) in marks.items()}
         if not targets:
             return out
+        if "delete" in self._cleanup_policy(topic):
+            return {**out, **self._delete_records(targets, operation)}
+        self._alter_cleanup_policy(topic, AlterConfigOpType.APPEND)
+        try:
+            return {**out, **self._delete_records(targets, operation)}
+        finally:
+            self._alter_cleanup_policy(topic, AlterConfigOpType.SUBTRACT)
+
+    def _delete_records(self, targets: list[TopicPartition], operation: str) -> dict[int, int]:
         admin = self._admin_client()
         futures = self._call(
             operation,
             lambda: admin.delete_records(targets, operation_timeout=self.timeout_s, request_timeout=self.timeout_s),
         )
+        out = {}
         for tp, future in futures.items():
             deleted = self._result(future, operation, f"partition {tp.partition}")
             out[int(tp.partition)] = int(deleted.low_watermark)
         return out
+
+    def _cleanup_policy(self, topic: str) -> set[str]:
+        """The topic's ``cleanup.policy`` values (``{"compact"}``, ``{"delete"}``, both)."""
+        operation = f"describe configs of topic {topic!r}"
+        admin = self._admin_client()
+        resource = ConfigResource(ResourceType.TOPIC, topic)
+        futures = self._call(operation, lambda: admin.describe_configs([resource], request_timeout=self.timeout_s))
+        configs = self._result(next(iter(futures.values())), operation)
+        entry = configs.get("cleanup.policy")
+        value = str(entry.value) if entry is not None and entry.value is not None else "delete"
+        return {v.strip() for v in value.split(",") if v.strip()}
+
+    def _alter_cleanup_policy(self, topic: str, op: AlterConfigOpType) -> None:
+        """Add (APPEND) or take away (SUBTRACT) ``delete`` in the topic's ``cleanup.policy``,
+        leaving its other values as they are."""
+        operation = f"{'add' if op is AlterConfigOpType.APPEND else 'remove'} cleanup.policy delete on topic {topic!r}"
+        admin = self._admin_client()
+        resource = ConfigResource(
+            ResourceType.TOPIC,
+            topic,
+            incremental_configs=[ConfigEntry("cleanup.policy", "delete", incremental_operation=op)],
+        )
+        futures = self._call(
+            operation, lambda: admin.incremental_alter_configs([resource], request_timeout=self.timeout_s)
+        )
+        self._result(next(iter(futures.values())), operation)
 
 
 __all__ = ["OffsetSpecArg", "TopicAdmin", "TopicPartitionKey"]

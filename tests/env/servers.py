@@ -694,16 +694,26 @@ class KafkaBroker(_Server):
         a moment later, and a request in between gets NOT_LEADER_OR_FOLLOWER (retryable, as the
         operator treats it). Tests that act on a topic the moment they created it wait here, as
         Kafka's own test utilities do."""
+        from confluent_kafka import TopicPartition
+        from confluent_kafka.admin import OffsetSpec
+
         admin = AdminClient(self.admin_config())
 
         def led() -> bool:
             meta = admin.list_topics(topic, timeout=5).topics.get(topic)
-            return (
+            if not (
                 meta is not None
                 and meta.error is None
                 and len(meta.partitions) == partitions
                 and all(p.leader >= 0 and p.error is None for p in meta.partitions.values())
-            )
+            ):
+                return False
+            # The metadata can name the leader a moment before the broker acts as one: a request
+            # to every partition must be answered (raises NOT_LEADER_OR_FOLLOWER until then).
+            asked = {TopicPartition(topic, p): OffsetSpec.earliest() for p in range(partitions)}
+            for future in admin.list_offsets(asked, request_timeout=5).values():
+                future.result(timeout=10)
+            return True
 
         wait_until(led, timeout=timeout, what=f"leaders for {topic}", proc=self._proc)
 

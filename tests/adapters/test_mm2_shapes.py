@@ -166,7 +166,14 @@ def test_mm2_offset_shapes_alter_rules_and_reset(kafka: KafkaBroker, worker: Con
     )
     rest.put_config(
         heartbeat,
-        {"connector.class": MM2_HEARTBEAT, "source.cluster.alias": alias, "target.cluster.alias": "west"},
+        {
+            "connector.class": MM2_HEARTBEAT,
+            "source.cluster.alias": alias,
+            "target.cluster.alias": "west",
+            # not `heartbeats`: real MirrorMaker 2 on the same broker makes that topic compacted,
+            # which refuses this plugin's keyless records
+            "heartbeats.topic": f"heartbeats-{run}",
+        },
     )
 
     # MirrorSourceConnector: {"cluster","topic","partition"} -> the last replicated upstream offset

@@ -37,6 +37,7 @@ from tests.e2e.conftest import (
 from tests.e2e.test_offset_reset_e2e import backup_doc, reset
 from tests.e2e.test_offset_truth_sink import Log, Output, connect_offsets, group_commits
 from tests.env.faultproxy import FaultProxy, FaultRule
+from tests.env.records import records_up_to_now
 from tests.env.servers import ConnectWorker, KubeAPI
 
 SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
@@ -86,37 +87,12 @@ def latest_records(worker: ConnectWorker, name: str) -> list[dict[str, Any]]:
 def offsets_history(worker: ConnectWorker, name: str) -> list[Any]:
     """Every value the offsets topic holds for the connector's keys, in the order written (a
     key lives in one partition): JSON offsets, None for a tombstone."""
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-
-    consumer = Consumer(
-        {
-            "bootstrap.servers": worker.bootstrap,
-            "group.id": f"history-{uuid.uuid4().hex[:6]}",
-            "enable.auto.commit": False,
-        }
-    )
-    try:
-        partitions = sorted(
-            consumer.list_topics(worker.offset_topic, timeout=10).topics[worker.offset_topic].partitions
-        )
-        ends = {
-            p: consumer.get_watermark_offsets(TopicPartition(worker.offset_topic, p), timeout=10)[1] for p in partitions
-        }
-        consumer.assign([TopicPartition(worker.offset_topic, p, OFFSET_BEGINNING) for p in partitions])
-        seen = dict.fromkeys(partitions, 0)
-        found: list[tuple[int, Any]] = []
-        deadline = time.monotonic() + 30
-        while any(seen[p] < ends[p] for p in partitions) and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is None or msg.error():
-                continue
-            seen[msg.partition()] = msg.offset() + 1
-            key = json.loads(msg.key() or b"null")
-            if isinstance(key, list) and key and key[0] == name:
-                found.append((msg.offset(), None if msg.value() is None else json.loads(msg.value())))
-        return [value for _, value in sorted(found, key=lambda f: f[0])]
-    finally:
-        consumer.close()
+    found = []
+    for msg in records_up_to_now(worker.bootstrap, worker.offset_topic):
+        key = json.loads(msg.key() or b"null")
+        if isinstance(key, list) and key and key[0] == name:
+            found.append((msg.offset(), None if msg.value() is None else json.loads(msg.value())))
+    return [value for _, value in sorted(found, key=lambda f: f[0])]
 
 
 def source(k8s: K8s, worker: ConnectWorker, tmp_path: Path, cluster: str) -> tuple[str, str, Path]:

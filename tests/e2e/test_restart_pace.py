@@ -24,6 +24,7 @@ import pytest
 
 from connectops.settings import load
 from tests.e2e.conftest import OPERATOR_ENV, ConnectREST, K8s, OperatorProcess, connect_cluster_spec, wait_for
+from tests.env.records import records_up_to_now
 from tests.env.servers import ConnectWorker, KubeAPI
 
 SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"
@@ -54,37 +55,13 @@ def task_records(worker: ConnectWorker, connector: str, task: int = 0) -> list[t
     """(time, state) of every status record Connect wrote for one task, in the order it wrote
     them (one key: one partition, read in offset order); the time is the record's own
     timestamp, set by the worker when it wrote it."""
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
     key = f"status-task-{connector}-{task}".encode()
-    consumer = Consumer(
-        {
-            "bootstrap.servers": worker.bootstrap,
-            "group.id": f"pace-{uuid.uuid4().hex[:6]}",
-            "enable.auto.commit": False,
-        }
-    )
-    try:
-        meta = consumer.list_topics(worker.status_topic, timeout=10)
-        partitions = sorted(meta.topics[worker.status_topic].partitions)
-        ends = {}
-        for p in partitions:
-            _, high = consumer.get_watermark_offsets(TopicPartition(worker.status_topic, p), timeout=10)
-            ends[p] = high
-        consumer.assign([TopicPartition(worker.status_topic, p, OFFSET_BEGINNING) for p in partitions])
-        seen = dict.fromkeys(partitions, 0)
-        found: list[tuple[float, str]] = []
-        deadline = time.monotonic() + 30
-        while any(seen[p] < ends[p] for p in partitions) and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is None or msg.error():
-                continue
-            seen[msg.partition()] = msg.offset() + 1
-            if msg.key() == key and msg.value():
-                found.append((msg.timestamp()[1] / 1000, str(json.loads(msg.value())["state"])))
-        return found
-    finally:
-        consumer.close()
+    return [
+        (msg.timestamp()[1] / 1000, str(json.loads(msg.value())["state"]))
+        for msg in records_up_to_now(worker.bootstrap, worker.status_topic)
+        if msg.key() == key and msg.value()
+    ]
 
 
 def test_restarts_come_at_their_backoff_with_the_production_resync(

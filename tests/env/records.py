@@ -111,3 +111,32 @@ def assert_end_offsets_true(bootstrap: str, topic: str) -> dict[int, int]:
         f"end offsets of {topic} are not true: the broker says {reported}, the partitions hold {counted} record(s)"
     )
     return reported
+
+
+def records_up_to_now(bootstrap: str, topic: str, timeout: float = 30.0) -> list[Any]:
+    """Every record of ``topic`` from the start up to the end offsets it had when asked (each
+    partition read to its end, whatever comes after), in partition then offset order. For a
+    topic whose history is the truth (a worker's offsets or status topic): nothing later counts,
+    and reading stops at the ends instead of waiting for quiet."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": f"history-{uuid.uuid4().hex[:6]}", "enable.auto.commit": False}
+    )
+    try:
+        partitions = sorted(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions}
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+        seen = dict.fromkeys(partitions, 0)
+        found: list[Any] = []
+        deadline = time.monotonic() + timeout
+        while any(seen[p] < ends[p] for p in partitions) and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None or msg.error():
+                continue
+            seen[msg.partition()] = msg.offset() + 1
+            if msg.offset() < ends[msg.partition()]:
+                found.append(msg)
+        return sorted(found, key=lambda m: (m.partition(), m.offset()))
+    finally:
+        consumer.close()

@@ -52,7 +52,7 @@ from connectops.adapters.kube import (
 from connectops.errors import NotReadyYet, ReferenceInvalid, SpecInvalid
 from connectops.failures import ConnectopsError
 from connectops.models import GROUP
-from connectops.models.base import epoch_of, iso_ms, utcnow_iso
+from connectops.models.base import epoch_of, iso_ms
 from connectops.models.checks import CheckSpec
 from connectops.models.connector import ConnectorSpec
 from connectops.models.interruption import InterruptionCause
@@ -552,7 +552,7 @@ class OffsetResetExecutor:
             failpoints.hit(str(step), "effects")
             elapsed = time.monotonic() - started
             metrics.RESET_STEP_SECONDS.labels(step=str(step)).observe(elapsed)
-            run.set_step(step, state="Done", finished_at=utcnow_iso(), message=message)
+            run.set_step(step, state="Done", finished_at=iso_ms(time.time()), message=message)
             run.history(f"{step}: {message} ({elapsed:.2f}s)")
             run.emit("Normal", f"Step{str(step)[0].upper()}{str(step)[1:]}", message)
             finished = step
@@ -590,7 +590,7 @@ class OffsetResetExecutor:
             if step is Step.OFFSET_SYNCS and str(step) not in run.plan.steps:
                 run.set_step(step, state="Skipped", message="no MirrorMaker 2 offset-syncs cleanup")
                 continue
-            run.set_step(step, state="Running", attempts=run.step(step).attempts + 1, started_at=utcnow_iso())
+            run.set_step(step, state="Running", attempts=run.step(step).attempts + 1, started_at=iso_ms(time.time()))
             run.status.current_step = str(step)
             if step is Step.STOP and run.status.stopped_at is None:
                 # written before the stop call: a rerun of the step (the connector already
@@ -698,7 +698,7 @@ class OffsetResetExecutor:
         # read before the failed step is marked: a failure AT the stop step (PUT /stop sent, the
         # connector never shown STOPPED in time) has stopped it too
         stopped_by_us = run.step(Step.STOP).state in ("Running", "Done")
-        run.set_step(step, state="Failed", finished_at=utcnow_iso(), message=message)
+        run.set_step(step, state="Failed", finished_at=iso_ms(time.time()), message=message)
         run.history(f"{step}: failed: {message}")
         backup = run.status.backup_config_map
         # past the first call that may have changed offsets, resuming would run the connector on

@@ -20,7 +20,7 @@ import os
 import random
 import time
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any, cast
 
 import kopf
@@ -34,6 +34,7 @@ from connectops.errors import as_kopf_error
 from connectops.indexes import Indexes
 from connectops.models import GROUP, VERSION
 from connectops.object_metrics import OBJECTS
+from connectops.planning import verbs
 from connectops.planning.on_create import renamed_from
 from connectops.planning.ownership import Claim
 from connectops.planning.secrets import (
@@ -104,7 +105,7 @@ class Runtime:
         self.locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         #: every Connector's claim, body and cluster; who reads which Secret (connectops.indexes)
         self.indexes = Indexes(
-            connector_claims, connectors_by_cluster, connector_secrets, cluster_secrets, _RESYNC_PARTS
+            connector_claims, connectors_by_cluster, connector_secrets, cluster_secrets, _RESYNC_PARTS, connector_asks
         )
         #: at most PERIODIC_CONCURRENCY Connector resyncs at work at once: a thousand in flight
         #: share the one event loop with a user's change, which then waits a whole round of them
@@ -451,7 +452,18 @@ async def connector_event(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> No
     kopf runs this before the object's change handlers, so a resync never acts on a spec older
     than the one they saw, and a change sees its rivals as they are."""
     kopf_fixes.forget_managed_fields(body)
-    runtime().indexes.connector_event(body, deleted=event.get("type") == "DELETED")
+    rt = runtime()
+    if rt.indexes.connector_event(body, deleted=event.get("type") == "DELETED"):
+        # a verb annotation written or a pause lifted: acted on now, through the resync path
+        # (which reads the latest body under the object's lock and acts on a token once), not at
+        # the next resync up to a period later; Later keeps one pending look per object
+        rt.later.at(body["metadata"]["uid"], 0.0)
+
+
+def connector_asks(body: Mapping[str, Any]) -> Hashable | None:
+    """What a Connector asks through its annotations (connectops.planning.verbs)."""
+    annotations = (body.get("metadata") or {}).get("annotations") or {}
+    return verbs.asked(annotations) if isinstance(annotations, dict) else None
 
 
 def connectors_by_cluster(body: Mapping[str, Any]) -> dict[tuple[str, str], str] | None:

@@ -23,7 +23,7 @@ Pure data, no I/O: the handlers feed it and read it.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Generic, TypeVar, cast
 
 from connectops.planning.ownership import Claim
@@ -74,6 +74,8 @@ class MultiIndex(Mapping[K, Sequence[V]], Generic[K, V]):
 ClaimFn = Callable[[Body], Mapping[str, Claim] | None]
 SecretFn = Callable[[Body], Mapping[tuple[str, str], SecretUse] | None]
 ClusterFn = Callable[[Body], Mapping[tuple[str, str], str] | None]
+#: what an object asks of the operator outside its spec (None: nothing)
+AsksFn = Callable[[Body], Hashable | None]
 
 
 class Indexes:
@@ -89,8 +91,10 @@ class Indexes:
         connector_secrets: SecretFn,
         cluster_secrets: SecretFn,
         body_parts: Sequence[str],
+        asks: AsksFn | None = None,
     ) -> None:
         self._claim, self._cluster = claim, cluster
+        self._asks_of = asks
         self._connector_secrets, self._cluster_secrets = connector_secrets, cluster_secrets
         self._parts = tuple(body_parts)
         self.claims: MultiIndex[str, Claim] = MultiIndex()
@@ -106,6 +110,9 @@ class Indexes:
         self._bodies: dict[str, bytes] = {}
         #: uids whose claim came from the startup LIST and no event since
         self._seeded: set[str] = set()
+        #: what each object asked at its latest event, for those that ask anything (annotation
+        #: verbs are not in the spec, so kopf's change handlers never see them change)
+        self._asks: dict[str, Hashable] = {}
 
     def seed_claims(self, bodies: Iterable[Body]) -> int:
         """The claims of the startup LIST's Connectors (their bodies are not kept); how many."""
@@ -118,25 +125,41 @@ class Indexes:
                 count += 1
         return count
 
-    def connector_event(self, body: Body, *, deleted: bool) -> None:
+    def connector_event(self, body: Body, *, deleted: bool) -> bool:
+        """Keeps the object's entries; True when what it asks outside its spec changed since its
+        previous event (never at its first: its create or resume reconciles it anyway)."""
         uid = _uid(body)
         if not uid:
-            return
+            return False
         self._seeded.discard(uid)
         if deleted:
             self.forget_connector(uid)
-            return
+            return False
+        asked = self._note_asks(uid, body)
         self.claims.put(uid, self._claim(body))
         self.by_cluster.put(uid, self._cluster(body))
         self.connector_secrets.put(uid, self._connector_secrets(body))
         kept = {key: body[key] for key in self._parts if key in body}
         self._bodies[uid] = json.dumps(kept, separators=(",", ":"), ensure_ascii=False).encode()
+        return asked
+
+    def _note_asks(self, uid: str, body: Body) -> bool:
+        if self._asks_of is None:
+            return False
+        seen_before = uid in self._bodies
+        now, before = self._asks_of(body), self._asks.get(uid)
+        if now is None:
+            self._asks.pop(uid, None)
+        else:
+            self._asks[uid] = now
+        return seen_before and now != before
 
     def forget_connector(self, uid: str) -> None:
         self._seeded.discard(uid)
         for index in (self.claims, self.by_cluster, self.connector_secrets):
             index.remove(uid)
         self._bodies.pop(uid, None)
+        self._asks.pop(uid, None)
 
     def cluster_event(self, body: Body, *, deleted: bool) -> None:
         uid = _uid(body)

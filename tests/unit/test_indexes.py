@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from connectops.indexes import Indexes, MultiIndex
+from connectops.planning import verbs
 from connectops.planning.ownership import Claim
 from connectops.planning.secrets import SecretUse
 
@@ -127,3 +128,29 @@ def test_the_kept_body_is_the_events_as_it_was_and_each_read_is_a_copy_of_its_ow
     assert ix.known("u1")
     ix.connector_event(a, deleted=True)
     assert not ix.known("u1")
+
+
+
+def test_a_change_of_what_an_object_asks_outside_its_spec_is_said_once_and_never_at_first_sight() -> None:
+    def asks(b: Any) -> Any:
+        return verbs.asked(b["metadata"].get("annotations") or {})
+
+    ix = Indexes(claim, cluster, secrets, secrets, ("metadata", "spec", "status"), asks)
+    a = body("ns1", "a", "u1", "conn")
+    a["metadata"]["annotations"] = {verbs.RECONCILE: "paused"}
+    assert not ix.connector_event(a, deleted=False)  # first sight: its create or resume acts
+    assert not ix.connector_event(a, deleted=False)  # a status write: nothing asked anew
+    a["metadata"]["annotations"] = {verbs.RECONCILE: "paused", verbs.RESTART: "t1"}
+    assert ix.connector_event(a, deleted=False)
+    assert not ix.connector_event(a, deleted=False)
+    a["metadata"]["annotations"] = {verbs.RESTART: "t1"}  # the pause lifted
+    assert ix.connector_event(a, deleted=False)
+    a["metadata"]["annotations"] = {"unrelated": "x", verbs.RESTART: "t1"}
+    assert not ix.connector_event(a, deleted=False)
+    a["metadata"]["annotations"] = {}
+    assert ix.connector_event(a, deleted=False)  # nothing asked now: a reconcile says so
+    a["metadata"]["annotations"] = {verbs.RESTART_TASKS: "failed:t2"}
+    assert ix.connector_event(a, deleted=False)
+    assert not ix.connector_event(a, deleted=True)
+    assert not ix._asks  # forgotten with the object
+    assert not ix.connector_event(a, deleted=False)  # a new sight after deletion is a first one

@@ -57,6 +57,13 @@ class BadVerb:
 Verb = Restart | RestartTasks | BadVerb
 
 
+def asked(annotations: Mapping[str, str]) -> tuple[str | None, str | None, bool] | None:
+    """What the verb annotations ask, as one value: when it changes, the object is looked at
+    at once rather than at its next resync (None: no verb annotation at all)."""
+    asks = (annotations.get(RESTART), annotations.get(RESTART_TASKS), reconcile_paused(annotations))
+    return None if asks == (None, None, False) else asks
+
+
 def reconcile_paused(annotations: Mapping[str, str]) -> bool:
     return annotations.get(RECONCILE, "").strip().lower() == "paused"
 

@@ -130,7 +130,6 @@ def test_the_kept_body_is_the_events_as_it_was_and_each_read_is_a_copy_of_its_ow
     assert not ix.known("u1")
 
 
-
 def test_a_change_of_what_an_object_asks_outside_its_spec_is_said_once_and_never_at_first_sight() -> None:
     def asks(b: Any) -> Any:
         return verbs.asked(b["metadata"].get("annotations") or {})

@@ -141,7 +141,7 @@ def test_health_of_real_objects(k8s: K8s, connect: ConnectWorker, tmp_path: Path
 @pytest.mark.parametrize("kind", ["Connector", "OffsetReset", "ConnectCluster"])
 def test_readme_snippet_holds_the_scripts(kind: str) -> None:
     """What a user pastes into argocd-cm is what the tests ran."""
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "argocd.md").read_text()
     key = f"resource.customizations.health.connectops.io_{kind}: |"
     assert key in readme
     block = readme.split(key, 1)[1]

@@ -139,7 +139,7 @@ def test_short_names_resolve_to_us_beside_strimzi_and_cfk(kube_client: Any, neig
     assert by_category["connectops"] == set(ours)
     # the real overlap: the plural and singular "connector(s)" are CFK's too
     assert by_singular["connector"] == {"connectors.connectops.io", "connectors.platform.confluent.io"}
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "connectors.md").read_text()
     assert "kubectl get connectors.connectops.io" in readme
     for short in ("copscc", "copsctr", "copsor"):
         assert short in readme

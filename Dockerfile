@@ -10,20 +10,32 @@
 
 ARG PYTHON_IMAGE=python:3.11.14-slim-bookworm
 ARG SPARK_IMAGE=spark:4.0.1-scala2.13-java21-python3-ubuntu
+# The chart's appVersion: the images' tag and their OCI version label.
+ARG VERSION=0.1.0
 
 # -- builder: the wheel ------------------------------------------------------------------------------
 FROM ${PYTHON_IMAGE} AS builder
 WORKDIR /src
 COPY pyproject.toml README.md ./
+COPY requirements/operator.lock requirements/
 COPY operator/ operator/
 COPY spark/ spark/
 # In a virtualenv: a Debian base's own Python refuses pip outside one (PEP 668; .ci/run builds on
-# an mmdebstrap Debian base), and on python:* images it changes nothing.
+# an mmdebstrap Debian base), and on python:* images it changes nothing. The lock file travels
+# with the wheel: the operator stage takes only /wheels from here.
 RUN python3 -m venv /opt/build \
-    && /opt/build/bin/pip wheel --no-cache-dir --no-deps --wheel-dir /wheels .
+    && /opt/build/bin/pip wheel --no-cache-dir --no-deps --wheel-dir /wheels . \
+    && cp requirements/operator.lock /wheels/operator.lock
 
 # -- operator: `connectops run` --------------------------------------------------------------------------
 FROM ${PYTHON_IMAGE} AS operator
+ARG PYTHON_IMAGE
+ARG VERSION
+LABEL org.opencontainers.image.title="connectops-operator" \
+      org.opencontainers.image.description="Kubernetes operator for Kafka Connect connectors' configuration and offsets" \
+      org.opencontainers.image.source="https://github.com/connectops/connectops" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.base.name="${PYTHON_IMAGE}"
 # MALLOC_ARENA_MAX: glibc gives each thread that allocates its own arena (up to 8 per core), and
 # memory freed in one is rarely given back; the operator's Kubernetes-client and Kafka threads
 # left 211-242 MiB resident after a burst of 1,000 Connector creations, 163-205 MiB with two
@@ -36,12 +48,21 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PATH=/opt/connectops/venv/bin:$PATH
 RUN groupadd --system --gid 10001 connectops \
     && useradd --system --uid 10001 --gid 10001 --home-dir /nonexistent --shell /usr/sbin/nologin connectops
-# Only the wheel crosses over from the builder: no compilers, no sources, no build tools here.
-# The virtualenv for the same reason as the builder's (the spark-check stage has one too).
+# Only the wheel and the lock cross over from the builder: no compilers, no sources, no build
+# tools here. The virtualenv for the same reason as the builder's (the spark-check stage has one
+# too). Dependencies exactly as locked (every file checked against its hash), then the wheel
+# alone. kubernetes/aio (68 MB, the client's asyncio twin) is never imported: kopf talks to the
+# API with aiohttp, the operator's own calls use the synchronous client; the build fails if
+# anything in the image still imports it.
 RUN --mount=type=bind,from=builder,source=/wheels,target=/wheels \
     python3 -m venv /opt/connectops/venv \
-    && /opt/connectops/venv/bin/pip install --no-cache-dir /wheels/connectops-*.whl \
-    && connectops --help >/dev/null
+    && /opt/connectops/venv/bin/pip install --no-cache-dir --require-hashes --no-deps -r /wheels/operator.lock \
+    && /opt/connectops/venv/bin/pip install --no-cache-dir --no-deps /wheels/connectops-*.whl \
+    && /opt/connectops/venv/bin/pip check \
+    && rm -rf /opt/connectops/venv/lib/python3*/site-packages/kubernetes/aio \
+    && ! grep -rlq --include='*.py' -e 'kubernetes\.aio' -e 'from kubernetes import aio' /opt/connectops/venv/lib \
+    && connectops --help >/dev/null \
+    && /opt/connectops/venv/bin/python -c 'import connectops.handlers'
 USER 10001:10001
 WORKDIR /tmp
 EXPOSE 8080 9090
@@ -49,6 +70,13 @@ ENTRYPOINT ["connectops", "run"]
 
 # -- spark-check: the lag / balance job, run by the Spark operator ----------------------------------------
 FROM ${SPARK_IMAGE} AS spark-check
+ARG SPARK_IMAGE
+ARG VERSION
+LABEL org.opencontainers.image.title="connectops-spark-check" \
+      org.opencontainers.image.description="connectops's lag and partition-balance check, run as a SparkApplication" \
+      org.opencontainers.image.source="https://github.com/connectops/connectops" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.base.name="${SPARK_IMAGE}"
 # Spark's Kafka source and its dependencies, which the Spark distribution does not ship. The
 # versions follow Spark 4.0.1's build (kafka.version, commons-pool2.version in spark-parent's POM);
 # the build fails if they no longer match the POM of SPARK_VERSION. Each jar is checked against the

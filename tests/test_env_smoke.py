@@ -18,7 +18,17 @@ from confluent_kafka.cimpl import NewTopic
 from kubernetes import client
 
 from tests.env.records import assert_end_offsets_true
-from tests.env.servers import KAFKA_VERSION, ConnectFactory, ConnectWorker, KafkaBroker, KubeAPI, kafka_lib_dir
+from tests.env.servers import (
+    ETCD_VERSION,
+    KAFKA_VERSION,
+    KUBE_OLDEST_VERSION,
+    KUBE_VERSION,
+    ConnectFactory,
+    ConnectWorker,
+    KafkaBroker,
+    KubeAPI,
+    kafka_lib_dir,
+)
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -67,9 +77,15 @@ def _consume(kafka: KafkaBroker, topic: str, count: int, timeout: float = 30.0) 
 # --- kube-apiserver ------------------------------------------------------------------------------
 
 
-def test_kube_version_is_1_20(kube_client: client.ApiClient) -> None:
-    version = client.VersionApi(kube_client).get_code()
-    assert version.git_version.startswith("v1.20"), version.git_version
+def test_kube_and_etcd_versions_are_the_pinned_ones(kube: KubeAPI, kube_client: client.ApiClient) -> None:
+    """tests/env/kube/*/go.mod pin what build.sh builds; servers.py looks for those binaries; and
+    the servers running are those versions."""
+    modules = Path(__file__).parent / "env" / "kube"
+    assert f"\tk8s.io/kubernetes {KUBE_VERSION} " in (modules / "apiserver" / "go.mod").read_text()
+    assert f"\nrequire go.etcd.io/etcd/server/v3 {ETCD_VERSION}\n" in (modules / "etcd" / "go.mod").read_text()
+    assert f"\tk8s.io/kubernetes {KUBE_OLDEST_VERSION} " in (modules / "apiserver-oldest" / "go.mod").read_text()
+    assert client.VersionApi(kube_client).get_code().git_version == kube.version
+    assert httpx.get(f"{kube.etcd_url}/version", timeout=5).json()["etcdserver"] == ETCD_VERSION.lstrip("v")
 
 
 def test_kube_crd_and_status_subresource(kube_client: client.ApiClient) -> None:

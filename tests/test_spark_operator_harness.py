@@ -172,7 +172,8 @@ def test_crd_is_served_with_only_empty_string_defaults_stripped(spark_crd: Appli
         (lambda s: s["restartPolicy"].__setitem__("type", "Sometimes"), "spec.restartPolicy.type: Unsupported"),
         (lambda s: s["driver"].__setitem__("cores", 0), "spec.driver.cores: Invalid value: 0"),
         (lambda s: s["executor"].__setitem__("instances", 0), "spec.executor.instances: Invalid value: 0"),
-        (lambda s: s.__setitem__("arguments", ["--snapshot", 7]), "spec.arguments: Invalid value"),
+        # 1.37 names the item in the path (1.20 said only spec.arguments)
+        (lambda s: s.__setitem__("arguments", ["--snapshot", 7]), "spec.arguments[1]: Invalid value"),
     ],
     ids=[
         "no-driver",

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import faulthandler
 import logging
 import os
+import signal
 import socket
 import sys
+import threading
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,7 +42,47 @@ def _crds(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Stop:
+    """Set by SIGTERM or SIGINT in every phase of ``run``: starting, standing by in leader
+    election (``event``), leading (kopf takes the signals over while it runs, and also watches
+    ``future``, for a signal that came before it installed its handlers). Without a handler,
+    Python as a container's PID 1 ignores SIGTERM, so a standby was only ever stopped by the
+    kubelet's SIGKILL after the grace period.
+
+    ``future`` belongs to ``loop``, the loop kopf then runs in: kopf awaits an asyncio future
+    directly, where a threading.Event would be waited for in an executor thread that nothing
+    wakes when kopf stops by its own signal handler, and the process would hang at its exit.
+    """
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.loop = asyncio.new_event_loop()
+        self.future: asyncio.Future[int] = self.loop.create_future()
+
+    def install(self) -> None:
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(sig, self._handler)
+
+    def _handler(self, signum: int, _frame: object) -> None:
+        # from a thread: the handler runs in the main thread, which may hold the Event's (or the
+        # log's) lock at that moment, inside its own wait, and taking it here would deadlock
+        threading.Thread(target=self._set, args=(signum,), name="stop-signal", daemon=True).start()
+
+    def _set(self, signum: int) -> None:
+        log.info("%s received: stopping", signal.Signals(signum).name)
+        self.event.set()
+        with contextlib.suppress(RuntimeError):  # the loop is closed: kopf has already stopped
+            self.loop.call_soon_threadsafe(self._resolve, signum)
+
+    def _resolve(self, signum: int) -> None:
+        if not self.future.done():
+            self.future.set_result(signum)
+
+
 def _run(args: argparse.Namespace) -> int:
+    stopping = _Stop()
+    stopping.install()  # first: a rollout may stop the process while it imports
     import kopf  # heavy: only the run command needs it
 
     # a fatal signal (a C extension's abort, a segfault) prints every thread's stack (names and
@@ -78,34 +122,51 @@ def _run(args: argparse.Namespace) -> int:
 
     if settings is None:
         log.warning("--standalone: no leader election; run exactly one operator process")
-        _run_kopf(args)
+        _run_kopf(args, stopping)
         return 0
     from connectops.adapters.kube import load_kube_config
     from connectops.adapters.leadership import Leadership, standby_health
 
     load_kube_config()
     leadership = Leadership(settings)
-    with standby_health(args.liveness):
-        leadership.acquire()
+    with standby_health(args.liveness, ready=leadership.can_take_over):
+        leading = leadership.acquire(stop=stopping.event)
+    if not leading:
+        return 0  # stopped while standing by: nothing was held, nothing to hand over
     leadership.keep()
     fence.install(leadership.ensure)
+
+    @kopf.on.cleanup()
+    async def hand_over(**_: Any) -> None:
+        # after the operator's own cleanup (registered first, by connectops.handlers), before
+        # kopf's fixed 5 s for the tasks still running: the successor starts that much sooner,
+        # and the fence ends this process at its next write, so the two never both act
+        await asyncio.to_thread(leadership.release)
+
     try:
-        _run_kopf(args)
+        if not stopping.event.is_set():  # a signal between the win and here: hand the Lease on
+            _run_kopf(args, stopping)
     finally:
         leadership.release()
     return 0
 
 
-def _run_kopf(args: argparse.Namespace) -> None:
+def _run_kopf(args: argparse.Namespace, stopping: _Stop) -> None:
     import kopf
 
-    # standalone in kopf's terms: kopf's own peering is off, the Lease (or --standalone) decides
-    kopf.run(
-        clusterwide=not args.namespace,
-        namespaces=args.namespace or (),
-        standalone=True,
-        liveness_endpoint=args.liveness or None,
-    )
+    # standalone in kopf's terms: kopf's own peering is off, the Lease (or --standalone) decides.
+    # stop_flag: a signal that came before kopf installed its own handlers still stops it.
+    try:
+        kopf.run(
+            loop=stopping.loop,
+            clusterwide=not args.namespace,
+            namespaces=args.namespace or (),
+            standalone=True,
+            liveness_endpoint=args.liveness or None,
+            stop_flag=stopping.future,
+        )
+    finally:
+        stopping.loop.close()
 
 
 def _lease_settings(args: argparse.Namespace) -> LeaseSettings:

@@ -20,11 +20,13 @@ from pydantic import BaseModel
 from connectops.models import GROUP, VERSION
 from connectops.models.connect_cluster import ConnectClusterSpec, ConnectClusterStatus
 from connectops.models.connector import ConnectorSpec, ConnectorStatus
+from connectops.models.group_failover import GroupFailoverSpec, GroupFailoverStatus
 from connectops.models.offset_reset import OffsetResetSpec, OffsetResetStatus
 
 JSON = dict[str, Any]
 
 _KEEP = {
+    "x-kubernetes-validations",
     "type",
     "description",
     "properties",
@@ -228,6 +230,20 @@ KINDS: list[Kind] = [
             {"name": "Strategy", "type": "string", "jsonPath": ".status.strategy"},
             {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
             {"name": "Step", "type": "string", "jsonPath": ".status.currentStep"},
+            AGE,
+        ],
+    ),
+    Kind(
+        kind="GroupFailover",
+        plural="groupfailovers",
+        short_names=["copsgf"],
+        spec=GroupFailoverSpec,
+        status=GroupFailoverStatus,
+        columns=[
+            {"name": "Group", "type": "string", "jsonPath": ".spec.group"},
+            {"name": "Action", "type": "string", "jsonPath": ".spec.action"},
+            {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+            {"name": "Reread", "type": "integer", "jsonPath": ".status.plan.rereadTotal"},
             AGE,
         ],
     ),

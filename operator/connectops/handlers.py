@@ -51,6 +51,7 @@ from connectops.reconcilers.clusters import ClusterRegistry
 from connectops.reconcilers.common import EmitEvent, KeyedSlots, Outcome, status_patch
 from connectops.reconcilers.connect_cluster import ConnectClusterReconciler
 from connectops.reconcilers.connector import ConnectorObject, ConnectorReconciler, claim_of, claimed_name
+from connectops.reconcilers.group_failover import GroupFailoverReconciler
 from connectops.reconcilers.offset_reset import OffsetResetExecutor
 from connectops.reconcilers.secret_rotation import SecretRotation
 from connectops.reconcilers.sweep import Backlog, Later, sweep
@@ -605,7 +606,17 @@ def cluster_secrets(body: Mapping[str, Any]) -> dict[tuple[str, str], SecretUse]
 
 @kopf.on.event(GROUP, VERSION, "connectclusters")
 async def cluster_event(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
-    runtime().indexes.cluster_event(body, deleted=event.get("type") == "DELETED")
+    rt = runtime()
+    deleted = event.get("type") == "DELETED"
+    rt.indexes.cluster_event(body, deleted=deleted)
+    if deleted:
+        # its sweep, which refreshed its Connectors' status, is gone with it: each says so now
+        # (not Ready, the ConnectCluster named), rather than its last word standing for ever
+        meta = body.get("metadata") or {}
+        key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        rt.clusters.drop(*key)  # a cached handle would still answer for it
+        for uid in rt.indexes.by_cluster.uids(key):
+            rt.later.at(uid, 0.0)
 
 
 async def secret_changed(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
@@ -713,3 +724,24 @@ async def offset_reset_deleted(body: kopf.Body, **_: Any) -> None:
     meta = body["metadata"]
     OBJECTS.forget("OffsetReset", meta["namespace"], meta["name"], uid=meta["uid"])
     await runtime().resets.release(body)
+
+
+# -- GroupFailover (connectops.reconcilers.group_failover: it writes its own status) --------------
+
+_failovers: GroupFailoverReconciler | None = None
+
+
+@kopf.on.resume(GROUP, VERSION, "groupfailovers")
+@kopf.on.create(GROUP, VERSION, "groupfailovers")
+async def group_failover(body: kopf.Body, retry: int, **_: Any) -> None:
+    """One pass of the failover (or restore); a final phase is never redone."""
+    global _failovers
+    rt = runtime()
+    if _failovers is None:
+        _failovers = GroupFailoverReconciler(rt.kube, rt.clusters)
+    try:
+        async with rt.locks[body["metadata"]["uid"]]:
+            await _failovers.run(body, _emitter(body))
+    except Exception as exc:
+        metrics.RECONCILE_ERRORS.labels(kind="GroupFailover", error=type(exc).__name__).inc()
+        raise _retry_later(exc, retry) from None

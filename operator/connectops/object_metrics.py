@@ -58,6 +58,7 @@ class ConnectorView:
     total_lag: float | None = None
     time_lag_s: float | None = None
     interruption_s: float | None = None
+    mirror_records_lost: float | None = None
 
 
 @dataclass
@@ -125,6 +126,8 @@ class ObjectMetrics(Collector):
             view.time_lag_s = _number(headline.get("timeLagSeconds"))
             cost = published.last_interruption
             view.interruption_s = cost.seconds if cost is not None else None
+            loss = published.mirror_loss
+            view.mirror_records_lost = None if loss is None else float(loss.records_lost)
 
     def observe_reset(self, namespace: str, name: str, status: Mapping[str, Any], *, uid: str) -> None:
         published = OffsetResetStatus.salvage(status)
@@ -290,6 +293,14 @@ CONNECTOR_FAMILIES: tuple[tuple[Family, Callable[[ConnectorView], Series]], ...]
             "What the last change that restarted running tasks cost: stop to first task RUNNING",
         ),
         lambda v: _maybe(v.interruption_s),
+    ),
+    (
+        Family(
+            "connectops_connector_mirror_records_lost",
+            "MirrorMaker 2 source connectors: records the source lost before they were replicated "
+            "(truncation, topic re-creation), found and not acknowledged",
+        ),
+        lambda v: _maybe(v.mirror_records_lost),
     ),
 )
 #: the OffsetReset gauges (their series also take the time of the scrape)

@@ -86,6 +86,15 @@ class Settings:
     #: write. Empty (a bare ``connectops run``): each reset's own namespace, which excludes
     #: concurrent resets only within a namespace (the log says so at start).
     lock_namespace: str = field(default_factory=lambda: os.environ.get("CONNECTOPS_LOCK_NAMESPACE", ""))
+    #: where Connectors' claims on their connectors are recorded (Leases; see
+    #: connectops.reconcilers.claims): the lock namespace unless set apart. Empty: claims are
+    #: decided from the objects this process has seen (the oldest wins), which two objects created
+    #: in the same moment can both pass before either sees the other.
+    claim_namespace: str = field(
+        default_factory=lambda: (
+            os.environ.get("CONNECTOPS_CLAIM_NAMESPACE") or os.environ.get("CONNECTOPS_LOCK_NAMESPACE", "")
+        )
+    )
     #: what a ConnectCluster's spec.sparkCheck may choose beyond the defaults above (glob patterns;
     #: empty: nothing else). Whoever may write a ConnectCluster must not pick the image, code or
     #: identity of the pods the operator creates for it.

@@ -240,8 +240,10 @@ def build(
         },
         "settings": settings.as_json(),
         "producer": None,
+        "loss": None,
     }
     _task_reasons(snapshot, reasons)
+    doc["loss"] = mirror_loss(snapshot, reasons)
     doc["producer"] = producer_block(
         snapshot, settings.offset_flush_timeout_ms, settings.offset_flush_interval_ms, baseline or [], reasons.add
     )
@@ -334,6 +336,41 @@ def _not_applicable(snapshot: Snapshot, results: MetricResults | None) -> tuple[
     if results is None or results.partitions == 0:
         return ("NO_PARTITIONS", "no topic partitions were found for this connector, nothing to measure")
     return None
+
+
+def mirror_loss(snapshot: Snapshot, reasons: _Reasons) -> dict[str, Any] | None:
+    """MirrorMaker 2 partitions whose source log-start passed where MM2 resumes (stored + 1):
+    those records were deleted (retention, DeleteRecords) before MM2 replicated them. From the
+    LAST sample only: a running MM2 resets to the log-start as soon as it sees the gap, so an
+    earlier sample's gap may be closed (and its records lost) by the last one, and a loss is a
+    fact, not a trend. A re-created topic needs the topic ID of an earlier look, which only the
+    operator keeps (its MirrorComplete condition)."""
+    if snapshot.kind is not ConnectorKind.MIRROR_SOURCE or not snapshot.samples:
+        return None
+    gaps = [
+        (p.topic, p.partition, p.stored + 1, p.log_start)
+        for p in sorted(snapshot.samples[-1].partitions, key=lambda p: (p.topic, p.partition))
+        if p.stored is not None and p.log_start is not None and p.stored + 1 < p.log_start
+    ]
+    partitions: list[dict[str, Any]] = [
+        {"topic": t, "partition": n, "firstLost": first, "logStart": start, "lost": start - first}
+        for t, n, first, start in gaps
+    ]
+    total = sum(start - first for _, _, first, start in gaps)
+    if partitions:
+        per = ", ".join(f"{p['topic']}-{p['partition']}: {p['lost']}" for p in partitions[:MAX_LOSS_SHOWN])
+        reasons.add(
+            "UNHEALTHY",
+            "MIRROR_RECORDS_LOST",
+            f"{total} records deleted at the source before MirrorMaker 2 replicated them ({per}"
+            + (", ..." if len(partitions) > MAX_LOSS_SHOWN else "")
+            + ")",
+        )
+    return {"total": total, "partitions": partitions}
+
+
+#: partitions named in the MIRROR_RECORDS_LOST message (the loss block lists them all)
+MAX_LOSS_SHOWN = 10
 
 
 def _task_reasons(snapshot: Snapshot, reasons: _Reasons) -> None:

@@ -30,6 +30,22 @@ reader that ignores them gets wrong numbers rather than errors:
   user to add ``-percentage`` to the rule, is read when present; ``pressure`` falls back to
   ``offset-commit-max-time-ms``.
 
+The test environment runs ``jmx_prometheus_javaagent`` 1.0.1 (Maven Central's newest; 1.6.0 is
+published only as a release download) with these rules, and on a Kafka 4.3.1 worker it serves
+the same ``kafka_*`` series as 1.6.0 would: names, label sets, types and help texts. From the
+exporter's source between the two tags, the collector's matching (the unanchored pattern, the
+first matching rule winning, ``valueFactor``) and ``MatchedRuleToMetricSnapshotsConverter``'s
+``_objectname`` are unchanged; what only 1.6.0 has is configuration Strimzi's rules do not use
+(``inferCounterTypeFromName``, ``excludeJvmMetrics``, ``attributesAsLabels``,
+``includeObjectNameAttributes``, ``metricCustomizers``/``extraMetrics``, ``startDelaySeconds`` in
+the agent, an OpenTelemetry push), a per-bean/attribute rule cache, and client_java 1.7.0 under it
+instead of 1.3.1: UTF-8 metric names with an ``escaping=`` term in ``Accept`` (the rules'
+names are already ``[a-zA-Z0-9:_]``, so no difference) and families of one name merged before
+writing (the converter already groups by name). 1.0.1 throws on a match string without a colon
+where 1.6.0 keeps it whole as ``_objectname``; a Kafka attribute's always has ``: value``.
+So the shape read here does not depend on which of the two serves it; what this module knows
+only from 1.6.0's source stays pinned by the unit tests' 1.6.0-shaped text.
+
 Which series belong to which task (apache/kafka): Connect's task metrics carry
 ``connector=<name>`` and ``task=<id>`` (``ConnectMetricsRegistry``: groups
 ``source-task-metrics`` and ``connector-task-metrics``); a source task's producer has client id

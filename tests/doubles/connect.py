@@ -554,13 +554,14 @@ class FakeConnect:
             return None
         return self._status_read(connector)
 
-    async def list_expanded(self) -> dict[str, ListedConnector]:
-        """Every connector, as get_config and get_status would answer at this moment (a read of
-        each status, as a worker's listing is: a lagging status shows here too)."""
+    async def list_expanded(self, keep: Callable[[str], bool] = lambda _: True) -> dict[str, ListedConnector]:
+        """Every connector ``keep`` names, as get_config and get_status would answer at this
+        moment (a read of each status, as a worker's listing is: a lagging status shows here too)."""
         self._enter("list_expanded")
         return {
             name: ListedConnector(config=dict(connector.config), state=self._status_read(connector))
             for name, connector in sorted(self.connectors.items())
+            if keep(name)
         }
 
     def _status_read(self, connector: FakeConnector) -> ConnectorState:

@@ -43,7 +43,13 @@ class ConnectorKubeApi(Protocol):
     async def connect_cluster(self, namespace: str, name: str) -> dict[str, Any]: ...
     async def lock_holder(self, namespace: str, cluster: str, connector: str) -> Lock | None: ...
     async def acquire_lock(
-        self, namespace: str, cluster: str, connector: str, holder: str, owner: dict[str, Any] | None
+        self,
+        namespace: str,
+        cluster: str,
+        connector: str,
+        holder: str,
+        owner: dict[str, Any] | None,
+        purpose: str = "offset-reset",
     ) -> Lock: ...
     async def release_lock(
         self, namespace: str, cluster: str, connector: str, holder: str, version: str | None = None
@@ -74,6 +80,7 @@ class ResetKubeApi(ConnectorKubeApi, Protocol):
         labels: dict[str, str] | None = None,
         annotations: dict[str, str] | None = None,
         dry_run: bool = False,
+        owner: dict[str, Any] | None = None,
     ) -> bool: ...
     async def transfer_lock(
         self,
@@ -223,7 +230,13 @@ class FakeKube:
         return self.leases.get((namespace, lock_name(cluster, connector)))
 
     async def acquire_lock(
-        self, namespace: str, cluster: str, connector: str, holder: str, owner: dict[str, Any] | None
+        self,
+        namespace: str,
+        cluster: str,
+        connector: str,
+        holder: str,
+        owner: dict[str, Any] | None,
+        purpose: str = "offset-reset",
     ) -> Lock:
         self._enter("acquire_lock", namespace, cluster, connector, holder)
         name = lock_name(cluster, connector)
@@ -363,6 +376,7 @@ class FakeKube:
         labels: dict[str, str] | None = None,
         annotations: dict[str, str] | None = None,
         dry_run: bool = False,
+        owner: dict[str, Any] | None = None,
     ) -> bool:
         self._enter("create_config_map_dry_run" if dry_run else "create_config_map", namespace, name)
         if (namespace, name) in self.config_maps:
@@ -376,6 +390,7 @@ class FakeKube:
                 namespace=namespace,
                 labels=dict(labels) if labels else None,
                 annotations=dict(annotations) if annotations else None,
+                owner_references=[client.V1OwnerReference(**owner)] if owner else None,
             ),
             data=dict(data) if data is not None else None,
             binary_data=dict(binary_data) if binary_data is not None else None,

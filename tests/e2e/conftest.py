@@ -27,6 +27,8 @@ ROOT = Path(__file__).resolve().parents[2]
 GROUP, VERSION = "connectops.io", "v1alpha1"
 
 # The operator reads these at import; tests want fast resyncs and retries.
+#: where the operators of the tests record Connectors' claims (created with the CRDs)
+CLAIM_NAMESPACE = "connectops-claims"
 OPERATOR_ENV = {
     "CONNECTOPS_RESYNC_SECONDS": "3",
     "CONNECTOPS_RETRY_SECONDS": "2",
@@ -45,6 +47,10 @@ OPERATOR_ENV = {
     # the in-process operator's scope (kopf run --namespace t-*): its startup LIST of claims
     # covers the same namespaces (`connectops run` sets this from its own arguments)
     "CONNECTOPS_WATCH_NAMESPACES": "t-*",
+    # Connectors' claims are recorded where the chart records them, in a namespace of the
+    # operator's own (the chart's lock namespace); the session's reset locks stay in each
+    # reset's namespace, as a bare `connectops run` keeps them
+    "CONNECTOPS_CLAIM_NAMESPACE": CLAIM_NAMESPACE,
 }
 
 
@@ -80,6 +86,13 @@ def crds(kube: KubeAPI, kube_client: Any) -> None:
             return any(c.type == "Established" and c.status == "True" for c in (crd.status.conditions or []))
 
         wait_for(established, 30, f"CRD {body['metadata']['name']} Established")
+    try:
+        kubernetes.client.CoreV1Api(kube_client).create_namespace(
+            kubernetes.client.V1Namespace(metadata={"name": CLAIM_NAMESPACE})
+        )
+    except ApiException as exc:
+        if exc.status != 409:
+            raise
 
 
 @pytest.fixture(scope="session")

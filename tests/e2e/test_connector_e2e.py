@@ -179,13 +179,17 @@ def test_invalid_config_is_reported_and_nothing_applied(
     assert count_config_writes(connect, good) == 1
 
 
-def test_spec_rules_the_schema_cannot_express(k8s: K8s, cluster: str, tmp_path: Path) -> None:
+def test_spec_rules_refused_at_admission(k8s: K8s, cluster: str, tmp_path: Path) -> None:
+    """A model check the CRD carries as a CEL rule: refused at create, with the model's words
+    (the operator's InvalidSpec for an object stored before the rule: tests/reconcilers)."""
     name = f"owned-{uuid.uuid4().hex[:6]}"
     spec = source_spec(tmp_path)
     spec["config"]["tasks.max"] = "3"
-    k8s.create("connectors", name, spec, "Connector")
-    cond = k8s.wait_condition("connectors", name, "Valid", "False", reason="InvalidSpec")
-    assert "tasks.max" in cond["message"]
+    with pytest.raises(ApiException) as refused:
+        k8s.create("connectors", name, spec, "Connector")
+    assert refused.value.status == 422
+    assert "config keys name, connector.class and tasks.max are set by spec fields" in str(refused.value.body)
+    assert not k8s.exists("connectors", name)
 
 
 def test_policy_rejected_override(k8s: K8s, tmp_path: Path, connect_factory: Any) -> None:

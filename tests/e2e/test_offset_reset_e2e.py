@@ -175,9 +175,15 @@ def test_dry_run_changes_nothing(k8s: K8s, cluster: str, tmp_path: Path, connect
 def test_finished_reset_is_immutable(k8s: K8s, cluster: str, tmp_path: Path, connect: ConnectWorker) -> None:
     name, topic = make_source(k8s, tmp_path, cluster, connect)
     reset(k8s, "once", {"connectorRef": {"name": name}, "action": "reset", "dryRun": True}, phase="Planned")
-    k8s.patch_spec("offsetresets", "once", {"dryRun": False})
-    k8s.wait_condition("offsetresets", "once", "SpecChangeIgnored", "True")
-    status = k8s.get("offsetresets", "once")["status"]
+    # refused at admission (the CRD's transition rule); the operator's SpecChangeIgnored, for
+    # servers without the rule, is tested in tests/reconcilers/test_reset_reconciler.py
+    with pytest.raises(kubernetes.client.exceptions.ApiException) as refused:
+        k8s.patch_spec("offsetresets", "once", {"dryRun": False})
+    assert refused.value.status == 422
+    assert "its spec cannot change: create a new OffsetReset" in str(refused.value.body)
+    stored = k8s.get("offsetresets", "once")
+    assert stored["spec"]["dryRun"] is True
+    status = stored["status"]
     assert status["phase"] == "Planned"
     assert topic_record_count(connect.bootstrap, topic) == len(LINES)
 

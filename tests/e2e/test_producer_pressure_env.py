@@ -1,9 +1,9 @@
 """The producer-pressure environment reproduces the founding case, and serves Strimzi's names.
 
 ``PressureEnv`` (tests/env/pressure.py): KafkaBroker behind a proxy that delays every Kafka request by
-``LATENCY_MS``, a Connect worker whose Kafka metrics PromReporter serves as Strimzi's JMX-exporter
-rules name them, and FloodSource connectors (fixed-size records at a fixed rate, offsets that
-count records).
+``LATENCY_MS``, a Connect worker run with the Prometheus JMX exporter's agent and Strimzi's
+Connect rules (as a Strimzi pod runs it), and FloodSource connectors (fixed-size records at a
+fixed rate, offsets that count records).
 
 * With Kafka's producer defaults (``batch.size`` 16384) a source task sending ~1 KB records to a
   one-partition topic gets ~16 records per request (one batch per request, one request in flight),
@@ -26,8 +26,9 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from connectops_check.worker_metrics import FIGURE_SOURCES, parse_worker_metrics
 from tests.env.pressure import KAFKA_DEFAULT_BATCH_SIZE, SEED_BATCH_SIZE, PressureEnv
-from tests.env.servers import MissingTestEnvError, ServerStartError
+from tests.env.servers import JMX_EXPORTER_VERSION, MissingTestEnvError, ServerStartError
 
 pytestmark = pytest.mark.e2e
 
@@ -85,7 +86,7 @@ def _objectname(group: str, attribute: str) -> str:
 
 
 #: (sample name as exposed, its complete label set): what Strimzi's rules make of the attributes
-#: the founding case reads (derivation in PromReporter.java).
+#: the founding case reads (derivation in spark/connectops_check/worker_metrics.py).
 EXPECTED: list[tuple[str, dict[str, str]]] = [
     *(
         (
@@ -137,12 +138,16 @@ def test_exposition_has_strimzi_names_and_labels(pressure: PressureEnv) -> None:
             60,
             "the probe's producer to send and its task to commit",
         )
-        response = httpx.get(pressure.metrics_url, timeout=10)
+        # as the check asks (connectops_check.collect): the text format, not OpenMetrics
+        response = httpx.get(pressure.metrics_url, headers={"Accept": "text/plain"}, timeout=10)
         text = response.text
+        raw = httpx.get(pressure.raw_metrics_url, timeout=10).text
     finally:
         pressure.delete_connector("probe")
 
     assert response.headers["content-type"].startswith("text/plain; version=0.0.4")
+    # the real exporter, not an imitation of it
+    assert f'jmx_exporter_build_info{{name="jmx_prometheus_javaagent",version="{JMX_EXPORTER_VERSION}"}}' in text
     samples = {
         (sample.name, tuple(sorted(sample.labels.items()))): family.type
         for family in text_string_to_metric_families(text)
@@ -156,8 +161,28 @@ def test_exposition_has_strimzi_names_and_labels(pressure: PressureEnv) -> None:
     assert types["kafka_producer_records_per_request_avg"] == "gauge"
     served_names = {name for name, _ in samples}
     assert not served_names & set(NOT_SERVED)
-    # Every served series has a clean name (rules applied, nothing passed through raw).
-    assert all(name.startswith("kafka_") and "-" not in name for name in served_names)
+    # Every served series has a clean name (rules applied, nothing passed through raw); the
+    # exporter's own and the JVM's series aside.
+    assert all(
+        name.startswith("kafka_") and "-" not in name
+        for name in served_names
+        if not name.startswith(("jmx_", "jvm_", "process_"))
+    )
+
+    # The check's reader on the real exporter's text: every figure Strimzi's rules serve is read,
+    # the one they do not (offset-commit-failure-percentage) is None, and a value that cannot
+    # change between the two reads (the producer's buffer.memory) equals the KafkaMetric's own.
+    figures = parse_worker_metrics(text, "probe")[("probe", 0)]
+    for name, sources in FIGURE_SOURCES.items():
+        served = any(source.strimzi for source in sources)
+        assert (getattr(figures, name) is not None) == served, (name, figures)
+    bean = "kafka.producer:type=producer-metrics,client-id=connector-producer-probe-0"
+    kafka_value = next(
+        float(line.split("\t")[2]) for line in raw.splitlines() if line.startswith(f"{bean}\tbuffer-total-bytes\t")
+    )
+    assert figures.buffer_total_bytes == kafka_value
+    assert figures.source_record_active_count_max is not None
+    assert figures.source_record_active_count is not None
 
 
 # --------------------------------------------------------------------------------------------------

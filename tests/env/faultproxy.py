@@ -41,14 +41,14 @@ import random
 import re
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Final, Literal, Self
 
 import httpx
 
-FaultKind = Literal["status", "delay", "drop", "timeout", "trickle", "huge"]
+FaultKind = Literal["status", "delay", "drop", "timeout", "trickle", "huge", "rewrite"]
 
 #: Kafka Connect's answer while a rebalance or a concurrent config change is in progress.
 STALE_CONFIG_MESSAGE: Final = (
@@ -112,6 +112,8 @@ class FaultRule:
     after_upstream: bool = False
     #: for ``huge``: send Content-Length (False: the body ends when the connection closes)
     declared_length: bool = True
+    #: for ``rewrite``: what the client gets instead of the worker's (decoded JSON) answer
+    rewrite: Callable[[Any], Any] | None = None
     name: str = ""
     matched: int = field(default=0, init=False)
     fired: int = field(default=0, init=False)
@@ -119,7 +121,7 @@ class FaultRule:
     _rng: random.Random = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if self.kind not in ("status", "delay", "drop", "timeout", "trickle", "huge"):
+        if self.kind not in ("status", "delay", "drop", "timeout", "trickle", "huge", "rewrite"):
             raise ValueError(f"unknown fault kind {self.kind!r}")
         if self.probability is not None and not 0.0 <= self.probability <= 1.0:
             raise ValueError(f"probability must be within [0, 1], got {self.probability}")
@@ -150,6 +152,12 @@ class FaultRule:
         """A 200 whose body is ``mib`` MiB (of JSON whitespace), as fast as the client reads;
         ``declared_length=False`` sends no Content-Length, so only counting the bytes finds it."""
         return cls("huge", status_code=mib, declared_length=declared_length, **kwargs)
+
+    @classmethod
+    def rewritten(cls, rewrite: Callable[[Any], Any], **kwargs: Any) -> FaultRule:
+        """The worker's own answer, forwarded, with its JSON body passed through ``rewrite``
+        (a real answer's shape, made larger or stranger than a test's worker can make it)."""
+        return cls("rewrite", rewrite=rewrite, after_upstream=True, **kwargs)
 
     @classmethod
     def stale_config(cls, **kwargs: Any) -> FaultRule:
@@ -498,6 +506,15 @@ class FaultProxy:
             headers = [("Content-Type", "application/json")] if rule.body is not None else []
             record(rule.status_code)
             await _write_response(writer, _Response(rule.status_code, headers, body))
+            return True
+        if rule.kind == "rewrite" and rule.rewrite is not None:
+            if upstream is None:
+                response = _bad_gateway(error)
+            else:
+                body = json.dumps(rule.rewrite(json.loads(upstream.body))).encode()
+                response = _Response(upstream.status, [("Content-Type", "application/json")], body)
+            record(response.status)
+            await _write_response(writer, response)
             return True
         if rule.kind == "timeout":
             record(None)

@@ -267,10 +267,29 @@ def consume_and_commit(bootstrap: str, group: str, topic: str, upto: Mapping[int
                 if m.error() is None and len(read[partition]) < upto[partition]:
                     read[partition].append(m.value() or b"")
         assert all(len(read[p]) == n for p, n in upto.items()), f"read {read}, wanted {dict(upto)}"
-        consumer.commit(offsets=[TopicPartition(topic, p, n) for p, n in upto.items()], asynchronous=False)
+        commit_retrying(consumer, [TopicPartition(topic, p, n) for p, n in upto.items()])
     finally:
         consumer.close()
     return read
+
+
+def commit_retrying(consumer: Any, offsets: list[Any], timeout: float = 30) -> None:
+    """A synchronous commit, again while the error is retriable: a broker just started answers
+    COORDINATOR_LOAD_IN_PROGRESS until it has loaded its __consumer_offsets partitions."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    waits = {KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.NOT_COORDINATOR}
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            consumer.commit(offsets=offsets, asynchronous=False)
+        except KafkaException as error:
+            code = error.args[0]
+            if not (code.retriable() or code.code() in waits) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+        else:
+            return
 
 
 def topic_config(bootstrap: str, topic: str) -> dict[str, Any]:

@@ -17,9 +17,14 @@ puts a ``LatencyProxy`` between every client and the broker:
   worker's own producers and consumers and the task producers) goes through the proxy after
   bootstrap;
 * the proxy, adding ``latency_ms`` to every request frame;
-* one Connect worker with ``promreporter.jar`` on its class path (``metric.reporters`` and
-  ``producer.metric.reporters``), serving Strimzi's JMX-exporter names at ``metrics_url``, and
-  ``floodsource.jar`` (a rate-limited source whose offsets count records);
+* one Connect worker run as Strimzi runs it: the Prometheus JMX exporter's java agent in its JVM
+  with Strimzi's Connect rules (``ConnectWorker(metrics_port=...)``, tests/env/jmx), serving at
+  ``metrics_url``, and ``floodsource.jar`` (a rate-limited source whose offsets count records);
+* ``promreporter.jar`` as a metric reporter (``metric.reporters`` and
+  ``producer.metric.reporters``), read for one figure only, at ``raw_metrics_url``: Strimzi's
+  rules serve no ``offset-commit-failure-percentage`` (the task rule knows no ``-percentage``),
+  and the founding case's pre-3.1 form is judged by it. Its ``/metrics`` (an imitation of the
+  exporter) is read by nothing here;
 * the producer settings of Kafka itself (``batch.size`` 16384, ``linger.ms`` 5).
 
 Committed source offsets are read by consuming the worker's offsets topic (``OffsetsTail``);
@@ -68,7 +73,8 @@ class Figures:
 
     Names in comments are the series read, as Strimzi's rules name them. ``active_count_max``
     and ``_avg`` are the ``source-record-active-count`` series told apart by their
-    ``_objectname`` label: the rules give all three attributes one name (see PromReporter.java).
+    ``_objectname`` label: the rules give all three attributes one name (see
+    spark/connectops_check/worker_metrics.py).
     """
 
     # kafka_connect_source_task_source_record_active_count{_objectname=...-count|-max|-avg}
@@ -90,7 +96,7 @@ class Figures:
     record_queue_time_avg: float | None = None  # kafka_producer_record_queue_time_avg
     record_send_total: float | None = None  # kafka_producer_record_send_total
     topic_record_send_rate: float | None = None  # kafka_producer_topic_record_send_rate{topic=...}
-    # Not exported by Strimzi's rules (no rule matches "-percentage"): read from the reporter's /raw.
+    # Not exported by Strimzi's rules (no rule matches "-percentage"): read from PromReporter's /raw.
     commit_failure_percentage: float | None = None
     at: float = field(default_factory=time.monotonic)
 
@@ -314,6 +320,7 @@ class PressureEnv:
         worker_properties: Mapping[str, str] | None = None,
         heap: str = "768m",
         name: str = "pressure",
+        stand_in_metrics: bool = False,
     ) -> None:
         self.root = root
         self.root.mkdir(parents=True, exist_ok=True)
@@ -322,11 +329,15 @@ class PressureEnv:
         self.kafka = KafkaBroker(root, name=f"{name}-kafka", advertised_port=self.proxy_port)
         self.proxy = LatencyProxy(("127.0.0.1", self.kafka.port), delay=latency_ms / 1000, port=self.proxy_port)
         self.metrics_port = free_port()
+        self.raw_port = free_port()
+        # True: metrics_url is PromReporter's imitation of the exporter instead of the exporter
+        # (see the operator's pressure test for the one use left).
+        self.stand_in_metrics = stand_in_metrics
         reporters = f"org.apache.kafka.common.metrics.JmxReporter,{PROM_REPORTER}"
         properties = {
             "metric.reporters": reporters,
             "producer.metric.reporters": reporters,
-            "connectops.prom.port": str(self.metrics_port),
+            "connectops.prom.port": str(self.raw_port),
             "producer.batch.size": str(KAFKA_DEFAULT_BATCH_SIZE),
             "producer.linger.ms": str(KAFKA_DEFAULT_LINGER_MS),
             **(worker_properties or {}),
@@ -338,6 +349,7 @@ class PressureEnv:
             extra_properties=properties,
             extra_classpath=[plugin_jar("promreporter"), plugin_jar("floodsource")],
             heap=heap,
+            metrics_port=self.metrics_port,
         )
         self.http = httpx.Client(timeout=15)
         self.tail: OffsetsTail | None = None
@@ -356,11 +368,15 @@ class PressureEnv:
 
     @property
     def metrics_url(self) -> str:
+        """The JMX exporter agent's endpoint (Strimzi's rules), or PromReporter's imitation of it."""
+        if self.stand_in_metrics:
+            return f"http://127.0.0.1:{self.raw_port}/metrics"
         return f"http://127.0.0.1:{self.metrics_port}/metrics"
 
     @property
     def raw_metrics_url(self) -> str:
-        return f"http://127.0.0.1:{self.metrics_port}/raw"
+        """PromReporter's dump of every Kafka metric: for what Strimzi's rules do not serve."""
+        return f"http://127.0.0.1:{self.raw_port}/raw"
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -370,7 +386,7 @@ class PressureEnv:
             self.proxy.start()
             self.kafka.start()
             self.connect.start()
-            wait_until(self._metrics_up, timeout=30, what="PromReporter /metrics")
+            wait_until(self._metrics_up, timeout=30, what="the JMX exporter's /metrics and PromReporter's /raw")
             self.tail = OffsetsTail(self.bootstrap, self.connect.offset_topic).start()
         except BaseException:
             self.stop()
@@ -398,7 +414,7 @@ class PressureEnv:
         self.stop()
 
     def _metrics_up(self) -> bool:
-        return self.http.get(self.metrics_url).status_code == 200
+        return all(self.http.get(url).status_code == 200 for url in (self.metrics_url, self.raw_metrics_url))
 
     # -- Kafka and Connect -------------------------------------------------------------------
 
@@ -461,7 +477,8 @@ class PressureEnv:
         return response.text
 
     def figures(self, connector: str, task: int = 0) -> Figures:
-        """One scrape, parsed with prometheus_client, for one task and its producer."""
+        """One scrape of the exporter, parsed with prometheus_client, for one task and its producer
+        (and PromReporter's ``/raw`` for the commit failure percentage)."""
         raw = self.http.get(self.raw_metrics_url).text
         return parse_figures(self.scrape(), connector, task, raw)
 

@@ -8,9 +8,10 @@ which starts everything, prints (and writes to ``DIR/env.json``) the endpoints, 
 foreground until SIGINT/SIGTERM.
 
 The binaries come from ``tests/env/provision.sh`` and are looked up in
-``$CONNECTOPS_TESTENV_CACHE`` (default ``~/.cache/connectops-testenv``); etcd and java come from
-the system. Every server gets its own free loopback ports and its own working directory (with its
-log file) under a caller-given root, so several environments can coexist on one machine.
+``$CONNECTOPS_TESTENV_CACHE`` (default ``~/.cache/connectops-testenv``), etcd and kube-apiserver
+keyed by version; java comes from the system. Every server gets its own free loopback ports and
+its own working directory (with its log file) under a caller-given root, so several environments
+can coexist on one machine.
 """
 
 from __future__ import annotations
@@ -71,12 +72,34 @@ def _which(name: str) -> Path | None:
     return Path(found) if found else None
 
 
+#: The Kubernetes and etcd versions of the test environment, built from Go modules by
+#: tests/env/kube/build.sh (through provision.sh) and kept equal to what tests/env/kube/*/go.mod
+#: require (a test checks it). ``CONNECTOPS_KUBE_VERSION`` picks another build in the cache, e.g.
+#: the oldest supported release (``tests/env/kube/build.sh tests/env/kube/apiserver-oldest``).
+KUBE_VERSION: Final = "v1.37.2"
+#: The oldest supported release (tests/env/kube/apiserver-oldest, not built by provision.sh): CEL
+#: rules GA (1.29) and validation ratcheting on by default (1.30), which adding a rule relies on.
+KUBE_OLDEST_VERSION: Final = "v1.30.14"
+ETCD_VERSION: Final = "v3.7.3"
+KUBE_MODULES: Final = Path(__file__).resolve().parent / "kube"
+
+
+def kube_version() -> str:
+    return os.environ.get("CONNECTOPS_KUBE_VERSION") or KUBE_VERSION
+
+
 def etcd_binary() -> Path:
-    return _require_executable(_which("etcd"), "etcd (Debian package etcd-server)")
+    return _require_executable(cache_dir() / f"etcd-{ETCD_VERSION}", f"etcd {ETCD_VERSION}")
 
 
-def kube_apiserver_binary() -> Path:
-    return _require_executable(cache_dir() / "kube-apiserver", "kube-apiserver")
+def kube_apiserver_path(version: str) -> Path:
+    """Where tests/env/kube/build.sh puts that version's kube-apiserver."""
+    return cache_dir() / f"kube-apiserver-{version}"
+
+
+def kube_apiserver_binary(version: str | None = None) -> Path:
+    version = version or kube_version()
+    return _require_executable(kube_apiserver_path(version), f"kube-apiserver {version}")
 
 
 #: The one Apache Kafka version of the test environment: broker, Connect and MirrorMaker 2.
@@ -310,7 +333,8 @@ def _unique_workdir(root: Path, name: str) -> Path:
 
 
 class KubeAPI(_Server):
-    """etcd + kube-apiserver 1.20 on loopback, token authentication, RBAC authorization.
+    """etcd + kube-apiserver (``KUBE_VERSION``, or ``version``) on loopback, token authentication,
+    RBAC authorization.
 
     Identities:
       * ``token``: user ``admin`` in group ``system:masters`` (the kubeconfig at
@@ -331,7 +355,8 @@ class KubeAPI(_Server):
     EXTRA_USERS: Final = ("rbac-test", "rbac-test-2")
     SA_ISSUER: Final = "https://kubernetes.default.svc"
 
-    def __init__(self, root: Path, *, name: str = "kube", timeout: float = 60.0) -> None:
+    def __init__(self, root: Path, *, name: str = "kube", timeout: float = 60.0, version: str | None = None) -> None:
+        self.version = version or kube_version()
         self.workdir = _unique_workdir(root, name)
         self.timeout = timeout
         self.etcd_port = free_port()
@@ -361,7 +386,7 @@ class KubeAPI(_Server):
         return [p for p in (self._apiserver, self._etcd) if p is not None]
 
     def start(self) -> Self:
-        etcd, apiserver = etcd_binary(), kube_apiserver_binary()
+        etcd, apiserver = etcd_binary(), kube_apiserver_binary(self.version)
         try:
             self._start_etcd(etcd)
             self._start_apiserver(apiserver)
@@ -430,7 +455,6 @@ class KubeAPI(_Server):
                 "--bind-address=127.0.0.1",
                 "--advertise-address=127.0.0.1",
                 f"--secure-port={self.port}",
-                "--insecure-port=0",
                 # No --tls-cert-file: the apiserver self-signs a serving cert (incl. 127.0.0.1) here.
                 f"--cert-dir={self.cert_dir}",
                 "--service-cluster-ip-range=10.0.0.0/24",
@@ -743,6 +767,18 @@ logger.clients.level = WARN
 # steady state of unoptimised code does not matter for test-sized traffic.
 CONNECT_JVM_OPTIONS: Final = ("-XX:TieredStopAtLevel=1",)
 
+#: The Prometheus JMX exporter's agent (tests/env/jmx/pom.xml) and Strimzi's Connect rules for it.
+JMX_EXPORTER_VERSION: Final = "1.0.1"
+STRIMZI_CONNECT_METRICS_RULES: Final = Path(__file__).resolve().parent / "jmx" / "kafka-connect-metrics.yml"
+
+
+def jmx_exporter_agent() -> Path:
+    """The ``jmx_prometheus_javaagent`` jar provision.sh resolved (and checked) into the cache."""
+    jar = cache_dir() / f"jmx-exporter-{JMX_EXPORTER_VERSION}" / f"jmx_prometheus_javaagent-{JMX_EXPORTER_VERSION}.jar"
+    if not (jar.parent / ".complete").is_file() or not jar.is_file():
+        raise MissingTestEnvError(f"JMX exporter agent {JMX_EXPORTER_VERSION} not found at {jar}; {PROVISION_HINT}")
+    return jar
+
 
 class ConnectWorker(_Server):
     """One Kafka Connect distributed worker (a one-worker group) against a Kafka bootstrap.
@@ -772,6 +808,7 @@ class ConnectWorker(_Server):
         jvm_options: Sequence[str] = CONNECT_JVM_OPTIONS,
         timeout: float = 90.0,
         standalone: bool = False,
+        metrics_port: int | None = None,
     ) -> None:
         self.workdir = _unique_workdir(root, name)
         # Standalone mode: the same REST API and runtime without a worker group, so creating a
@@ -794,6 +831,10 @@ class ConnectWorker(_Server):
         self.timeout = timeout
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        # As Strimzi runs a worker: the JMX exporter's agent in the worker's JVM, serving the
+        # MBeans of Kafka's JmxReporter (on by default) through Strimzi's Connect rules.
+        self.metrics_port = metrics_port
+        self.metrics_url = f"http://127.0.0.1:{metrics_port}/metrics" if metrics_port is not None else None
         self.properties_path = self.workdir / "worker.properties"
         self.log_path = self.workdir / "connect.log"
         # One entry per start(): seconds until GET / answered and until the worker was ready.
@@ -849,12 +890,16 @@ class ConnectWorker(_Server):
         log4j = self.workdir / "log4j2.properties"
         log4j.write_text(_LOG4J2_PROPERTIES)
         classpath = ":".join([f"{jars}/*", *(str(p) for p in self.extra_classpath)])
+        agent: list[str] = []
+        if self.metrics_port is not None:
+            agent = [f"-javaagent:{jmx_exporter_agent()}=127.0.0.1:{self.metrics_port}:{STRIMZI_CONNECT_METRICS_RULES}"]
         self._proc = ManagedProcess(
             f"connect[{self.name}]",
             [
                 str(java),
                 f"-Xmx{self.heap}",
                 *self.jvm_options,
+                *agent,
                 f"-Dlog4j2.configurationFile={log4j}",
                 "-cp",
                 classpath,

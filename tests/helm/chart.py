@@ -59,6 +59,18 @@ def one(objects: Iterable[Obj], kind: str, name: str | None = None) -> Obj:
     return found[0]
 
 
+def aggregated(obj: Obj) -> bool:
+    """A user-facing ClusterRole the chart adds to Kubernetes' view, edit or admin (aggregation
+    labels), not one of the operator's own."""
+    labels = obj["metadata"].get("labels") or {}
+    return any(key.startswith("rbac.authorization.k8s.io/aggregate-to-") for key in labels)
+
+
+def operator_roles(objects: Iterable[Obj], kind: str) -> list[Obj]:
+    """The Roles or ClusterRoles of the chart's own identities (the operator's, the check's)."""
+    return [o for o in by_kind(objects, kind) if not aggregated(o)]
+
+
 def policy_rules(objects: Iterable[Obj]) -> Iterator[tuple[Obj, Obj]]:
     """(Role or ClusterRole, rule) pairs."""
     for obj in objects:

@@ -36,7 +36,7 @@ from connectops.failpoints import EXIT_CODE
 from connectops.reconcilers.offset_reset import backup_name
 from tests.e2e.conftest import OPERATOR_ENV, K8s
 from tests.env.servers import KubeAPI, ManagedProcess
-from tests.helm.chart import CHART_DIR, Obj, apply, one, render
+from tests.helm.chart import CHART_DIR, Obj, aggregated, apply, one, render
 
 GROUP: Final = "connectops.io"
 VERSION: Final = "v1alpha1"
@@ -183,7 +183,8 @@ def install_rbac(admin: Any, namespace: str, release: str, omit: Sequence[str] =
     """Render the chart in namespaced mode and apply (for real) its ServiceAccounts, Roles,
     ClusterRoles and bindings; the Deployment and Service are not applied (no kubelet here)."""
     objects = render(chart_values(namespace, omit), release=release, namespace=namespace)
-    identity = [o for o in objects if o["kind"] in RBAC_KINDS]
+    # the operator's identity only: the tenants' view/edit/admin additions bind to nobody here
+    identity = [o for o in objects if o["kind"] in RBAC_KINDS and not aggregated(o)]
     apply(admin, identity)
     pod = one(objects, "Deployment")["spec"]["template"]["spec"]
     [container] = pod["containers"]
@@ -282,6 +283,8 @@ class OperatorAs:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("CONNECTOPS_", "KUBERNETES_SERVICE"))}
         env.update(self.install.env)  # the chart's settings (checks enabled, check defaults) ...
         env.update(OPERATOR_ENV)  # ... with the test suite's fast resyncs and retries
+        # claims where the chart puts them (its lock namespace), under the chart's RBAC
+        env.pop("CONNECTOPS_CLAIM_NAMESPACE", None)
         env["KUBECONFIG"] = str(self.kubeconfig)
         if failpoint:
             env["CONNECTOPS_FAILPOINT"] = failpoint
@@ -784,8 +787,11 @@ class Scenario:
         obs.exit_codes = list(operator.exit_codes)
         obs.reset_status = self._reset_status_now()
         leases = kubernetes.client.CoordinationV1Api(self.admin).list_namespaced_lease(self.ns).items
-        # reset locks only: the leader-election Lease stays while the operator runs
-        obs.leases_left = len([lease for lease in leases if lease.metadata.name.startswith("connectops-lock-")])
+        # reset locks only: the leader-election Lease stays while the operator runs, and so does a
+        # Connector's claim (a Lease too) while the Connector exists
+        obs.leases_left = len(
+            [lease for lease in leases if (lease.metadata.labels or {}).get("connectops.io/lock") == "offset-reset"]
+        )
         events = self.k8s.core.list_namespaced_event(self.ns).items
         obs.event_reasons = {e.reason for e in events if e.reason}
         log = operator.log()

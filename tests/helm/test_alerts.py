@@ -53,6 +53,8 @@ def fired(alert: str, at: str, summary: str = "", **labels: str) -> dict[str, An
 
 
 A = {"namespace": "team-a"}
+#: the labels a ServiceMonitor's scrape gives the operator's own series (job: the metrics Service)
+T = {"job": "connectops-metrics", "namespace": "connectops"}
 TESTS: list[dict[str, Any]] = [
     {
         "interval": "1m",
@@ -174,6 +176,60 @@ TESTS: list[dict[str, Any]] = [
             ),
         ],
     },
+    {
+        "interval": "1m",
+        # both replicas up for 10 minutes, then neither (stale series end: `stale` in promtool)
+        "input_series": [
+            series("up", "1x10 stale", **T, pod="a"),
+            series("up", "1x10 0x30", **T, pod="b"),
+        ],
+        "alert_rule_test": [
+            fired("ConnectopsOperatorDown", "20m"),
+            fired(
+                "ConnectopsOperatorDown",
+                "30m",
+                "No connectops operator has been up in connectops for 15m",
+                # absent() of a comparison keeps no labels of its selector
+                severity="critical",
+            ),
+        ],
+    },
+    {
+        "interval": "1m",
+        # reconciles every minute for 20 minutes, then none while the Connector's gauge stays
+        "input_series": [
+            series("connectops_reconciles_total", "0+1x20 20x40", **T, kind="Connector", trigger="resync"),
+            series("connectops_connector_ready", "1x60", job=T["job"], **A, name="orders"),
+        ],
+        "alert_rule_test": [
+            fired("ConnectopsReconcilesStale", "30m"),
+            fired(
+                "ConnectopsReconcilesStale",
+                "55m",
+                "connectops has reconciled nothing for 15m while Connectors exist",
+                severity="critical",
+            ),
+        ],
+    },
+    {
+        "interval": "1m",
+        # limit 768Mi (the chart's default), 85 %: 684.5 MB. pod a passes it at 9m (fires 10m on),
+        # b stays under
+        "input_series": [
+            series("process_resident_memory_bytes", "600000000+10000000x30", **T, pod="a"),
+            series("process_resident_memory_bytes", "300000000x30", **T, pod="b"),
+        ],
+        "alert_rule_test": [
+            fired("ConnectopsOperatorMemoryNearLimit", "15m"),
+            fired(
+                "ConnectopsOperatorMemoryNearLimit",
+                "25m",
+                "connectops pod a uses 810.6MiB, over 85% of its memory limit",
+                severity="warning",
+                pod="a",
+            ),
+        ],
+    },
 ]
 
 
@@ -210,3 +266,16 @@ def test_rules_follow_their_values() -> None:
     assert "for: 3m" in text
     assert not by_kind(render({}), "PrometheusRule")
     assert not by_kind(render({}), "ServiceMonitor")
+
+
+def test_process_metrics_the_alerts_use_are_exported() -> None:
+    """The memory alert reads prometheus_client's process collector, which the operator's
+    metrics endpoint serves from the same registry (connectops.metrics_server.exposition)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from connectops.metrics_server import exposition
+
+    used = {n for g in rules()["groups"] for r in g["rules"] for n in re.findall(r"\b(process_[a-z_]+)", r["expr"])}
+    assert used == {"process_resident_memory_bytes"}
+    exported = {s.name for f in text_string_to_metric_families(b"".join(exposition()).decode()) for s in f.samples}
+    assert used <= exported

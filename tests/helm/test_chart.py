@@ -23,7 +23,7 @@ import helm_python as helm
 import kubernetes
 import pytest
 import yaml
-from kubernetes import client
+from kubernetes import client, dynamic
 from kubernetes.client.exceptions import ApiException
 
 from tests.env.servers import KubeAPI
@@ -36,6 +36,7 @@ from tests.helm.chart import (
     by_kind,
     chart_crds,
     one,
+    operator_roles,
     policy_rules,
     render,
 )
@@ -51,16 +52,41 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
     "standalone": STANDALONE,
     "namespaced-standalone": {**NAMESPACED, **STANDALONE},
     "monitoring": {"metrics": {"serviceMonitor": {"enabled": True}, "prometheusRule": {"enabled": True}}},
+    # the safety objects, each on: what the server must accept as rendered
+    "safety": {
+        "replicas": 2,
+        "commonLabels": {"team": "data"},
+        "podDisruptionBudget": {"enabled": True},
+        "topologySpreadConstraints": [
+            {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "ScheduleAnyway"}
+        ],
+        "metrics": {"service": {"enabled": True}},
+        "networkPolicy": {
+            "enabled": True,
+            "apiServer": {"cidrs": ["10.96.0.1/32", "192.168.10.4/32"]},
+            "egress": [
+                {
+                    "to": [{"ipBlock": {"cidr": "10.20.0.0/16"}}],
+                    "ports": [{"port": 8083, "protocol": "TCP"}, {"port": 9092, "protocol": "TCP"}],
+                }
+            ],
+            "metricsFrom": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}],
+        },
+    },
 }
 
 # The operator's rules, exactly: adding a permission must be a conscious change of this table.
 # (apiGroup, resources, verbs)
 CORE_RULES = {
-    ("connectops.io", ("connectclusters", "connectors", "offsetresets"), ("get", "list", "watch", "patch")),
+    (
+        "connectops.io",
+        ("connectclusters", "connectors", "offsetresets", "groupfailovers"),
+        ("get", "list", "watch", "patch"),
+    ),
     ("connectops.io", ("offsetresets",), ("create",)),
     (
         "connectops.io",
-        ("connectclusters/status", "connectors/status", "offsetresets/status"),
+        ("connectclusters/status", "connectors/status", "offsetresets/status", "groupfailovers/status"),
         ("patch",),
     ),
     ("", ("events",), ("create",)),
@@ -105,6 +131,11 @@ def test_chart_metadata() -> None:
         meta = chart.metadata
     assert meta["apiVersion"] == "v2"
     assert (meta["name"], meta["version"], meta["appVersion"]) == ("connectops", "0.1.0", "0.1.0")
+    assert meta["home"].startswith("https://")
+    assert meta["sources"]
+    assert all(url.startswith("https://") for url in meta["sources"])
+    assert meta["maintainers"]
+    assert all(m["name"] for m in meta["maintainers"])
 
 
 def test_chart_crds_identical_to_repo_crds() -> None:
@@ -127,7 +158,7 @@ def test_sync_script_check_mode() -> None:
 
 @pytest.mark.parametrize("name", sorted(VALUE_SETS))
 def test_helm_lint_clean(name: str) -> None:
-    report = helm.lint(CHART_DIR, VALUE_SETS[name], strict=True, kube_version="v1.20.2")
+    report = helm.lint(CHART_DIR, VALUE_SETS[name], strict=True, kube_version="v1.30.0")
     problems = [m for m in report["messages"] if m["severity"] >= 2]  # 1 = info ("icon is recommended")
     assert not problems, problems
     assert not report["errors"]
@@ -228,7 +259,7 @@ def test_clusterwide_rules(rendered: dict[str, list[Obj]]) -> None:
         "connectops-reset-locks",
         "connectops-leader-election",
     }
-    [role] = by_kind(objects, "ClusterRole")
+    [role] = operator_roles(objects, "ClusterRole")
     assert _rule_set(role) == CORE_RULES | {CRD_READS}
     binding = one(objects, "ClusterRoleBinding")
     assert binding["roleRef"] == {
@@ -237,7 +268,7 @@ def test_clusterwide_rules(rendered: dict[str, list[Obj]]) -> None:
         "name": role["metadata"]["name"],
     }
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "connectops", "namespace": "connectops"}]
-    [role] = by_kind(rendered["standalone"], "ClusterRole")
+    [role] = operator_roles(rendered["standalone"], "ClusterRole")
     assert _rule_set(role) == CORE_RULES | {CRD_READS}
 
 
@@ -294,25 +325,25 @@ def test_namespaced_rules(rendered: dict[str, list[Obj]], name: str) -> None:
         assert binding["roleRef"]["name"] == "connectops"
         assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "connectops", "namespace": "connectops"}]
     # Cluster-scoped reads only, in their own small ClusterRole.
-    [reads] = by_kind(objects, "ClusterRole")
+    [reads] = operator_roles(objects, "ClusterRole")
     assert reads["metadata"]["name"] == "connectops-cluster-reads"
     assert _rule_set(reads) == {CRD_READS, NAMESPACE_READS}
-    assert not by_kind(render({**NAMESPACED, "rbac": {"clusterScopedReads": False}}), "ClusterRole")
+    assert not operator_roles(render({**NAMESPACED, "rbac": {"clusterScopedReads": False}}), "ClusterRole")
 
 
 def test_rules_come_from_one_list(rendered: dict[str, list[Obj]]) -> None:
     """ClusterRole (all namespaces) and Role + cluster reads (namespaced) are the same catalogue."""
-    [clusterwide] = by_kind(rendered["default"], "ClusterRole")
+    [clusterwide] = operator_roles(rendered["default"], "ClusterRole")
     objects = rendered["namespaced"]
     role = one([r for r in by_kind(objects, "Role") if r["metadata"]["namespace"] == "team-a"], "Role", "connectops")
-    [reads] = by_kind(objects, "ClusterRole")
+    [reads] = operator_roles(objects, "ClusterRole")
     # Only the mode-specific rule differs: namespaces (kopf lists them only when given --namespace).
     assert _rule_set(clusterwide) == (_rule_set(role) | _rule_set(reads)) - {NAMESPACE_READS}
 
 
 def test_omit_rules_drops_a_rule_or_a_verb() -> None:
     objects = render({"rbac": {"omitRules": ["secrets", "secrets-watch", "configmaps/create", "crds/list"]}})
-    [role] = by_kind(objects, "ClusterRole")
+    [role] = operator_roles(objects, "ClusterRole")
     rules = _rule_set(role)
     assert not any(res == ("secrets",) for _, res, _ in rules)
     assert ("", ("configmaps",), ("get",)) in rules
@@ -325,7 +356,11 @@ def test_secret_rotation_off_grants_no_secret_watch(values: dict[str, Any]) -> N
     """settings.secretRotation: false turns the operator's Secret watch off and takes list and
     watch on Secrets away with it; reading a referenced Secret by name stays."""
     objects = render({**values, "settings": {"secretRotation": False}})
-    rules = {rule for role in [*by_kind(objects, "Role"), *by_kind(objects, "ClusterRole")] for rule in _rule_set(role)}
+    rules = {
+        rule
+        for role in [*by_kind(objects, "Role"), *operator_roles(objects, "ClusterRole")]
+        for rule in _rule_set(role)
+    }
     assert ("", ("secrets",), ("get",)) in rules
     assert not [rule for rule in rules if rule[1] == ("secrets",) and rule[2] != ("get",)]
     [container] = one(objects, "Deployment")["spec"]["template"]["spec"]["containers"]
@@ -334,7 +369,7 @@ def test_secret_rotation_off_grants_no_secret_watch(values: dict[str, Any]) -> N
 
 def test_extra_rules_are_appended() -> None:
     extra = {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get"]}
-    [role] = by_kind(render({"rbac": {"extraRules": [extra]}}), "ClusterRole")
+    [role] = operator_roles(render({"rbac": {"extraRules": [extra]}}), "ClusterRole")
     assert role["rules"][-1] == extra
     for ns_role in by_kind(render({**NAMESPACED, "rbac": {"extraRules": [extra]}}), "Role"):
         if ns_role["metadata"]["name"] == "connectops":
@@ -347,7 +382,7 @@ def test_spark_check_identity(rendered: dict[str, list[Obj]]) -> None:
     assert sa["metadata"]["namespace"] == "connectops"  # all namespaces watched: the release namespace
     role = one(objects, "Role", "connectops-spark-check")
     assert _rule_set(role) == {
-        ("", ("configmaps",), ("get", "list", "create", "update", "patch", "delete", "deletecollection")),
+        ("", ("configmaps",), ("get", "create", "patch")),
         ("", ("pods",), ("get", "list", "watch", "create", "delete", "deletecollection")),
         ("", ("services",), ("get", "create", "delete")),
     }
@@ -362,6 +397,15 @@ def test_spark_check_identity(rendered: dict[str, list[Obj]]) -> None:
         for sa in by_kind(namespaced, "ServiceAccount")
         if sa["metadata"]["name"] == "connectops-spark-check"
     ) == ["team-a", "team-b"]
+    # The image follows the chart's appVersion unless pinned; pull secrets on its ServiceAccount.
+    digest = "sha256:" + "ab" * 32
+    pinned = render({"sparkCheck": {"imageDigest": digest, "serviceAccount": {"imagePullSecrets": [{"name": "reg"}]}}})
+    env = one(pinned, "Deployment")["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert {"name": "CONNECTOPS_CHECK_IMAGE", "value": f"ghcr.io/connectops/spark-check@{digest}"} in env
+    assert one(pinned, "ServiceAccount", "connectops-spark-check")["imagePullSecrets"] == [{"name": "reg"}]
+    own = render({"sparkCheck": {"image": "registry.example/check:7"}})
+    env = one(own, "Deployment")["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert {"name": "CONNECTOPS_CHECK_IMAGE", "value": "registry.example/check:7"} in env
     # Disabled: none of it, and no defaults passed to the operator.
     off = render({"sparkCheck": {"enabled": False}})
     assert not [o for o in off if "spark-check" in o["metadata"]["name"]]
@@ -410,23 +454,38 @@ def test_deployment_args(rendered: dict[str, list[Obj]]) -> None:
 
 
 def test_replicas_and_rollout_strategy(rendered: dict[str, list[Obj]]) -> None:
-    # Recreate in every mode: a standalone operator must never overlap with its successor, and a
-    # surge pod under leader election would only stand by
-    for name, replicas in (("default", 1), ("standalone", 1), ("replicated", 2)):
+    # With leader election a rolling update: the new pod stands by, ready to take the Lease,
+    # before the old one is stopped (tests/e2e/test_rollout.py plays it). --standalone: Recreate,
+    # two operators without a Lease must never overlap.
+    rolling = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+    for name, replicas, strategy in (
+        ("default", 1, rolling),
+        ("replicated", 2, rolling),
+        ("standalone", 1, {"type": "Recreate"}),
+        ("namespaced-standalone", 1, {"type": "Recreate"}),
+    ):
         spec = one(rendered[name], "Deployment")["spec"]
         assert spec["replicas"] == replicas
-        assert spec["strategy"] == {"type": "Recreate"}
+        assert spec["strategy"] == strategy, name
+    # a value of its own
+    chosen = render({"strategy": {"type": "Recreate"}})
+    assert one(chosen, "Deployment")["spec"]["strategy"] == {"type": "Recreate"}
+    with pytest.raises(helm.HelmError) as raised:
+        render({**STANDALONE, "strategy": {"type": "RollingUpdate"}})
+    assert "needs leaderElection.enabled=true" in str(raised.value)
+    pod = one(rendered["default"], "Deployment")["spec"]["template"]["spec"]
+    assert pod["terminationGracePeriodSeconds"] == 30
 
 
 def test_security_context(rendered: dict[str, list[Obj]]) -> None:
     pod = one(rendered["default"], "Deployment")["spec"]["template"]["spec"]
-    assert pod["securityContext"]["runAsNonRoot"] is True
-    assert pod["securityContext"]["runAsUser"] == 10001
-    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    # no fixed UID, GID or fsGroup: OpenShift's restricted-v2 assigns its own (and refuses others);
+    # the image's USER is 10001 (tests/test_dockerfile.py)
+    assert pod["securityContext"] == {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
     [container] = pod["containers"]
     sc = container["securityContext"]
+    assert not {"runAsUser", "runAsGroup", "fsGroup"} & set(sc)
     assert sc["runAsNonRoot"] is True
-    assert sc["runAsUser"] == 10001
     assert sc["readOnlyRootFilesystem"] is True
     assert sc["allowPrivilegeEscalation"] is False
     assert sc["capabilities"] == {"drop": ["ALL"]}
@@ -438,8 +497,21 @@ def test_security_context(rendered: dict[str, list[Obj]]) -> None:
 
 def test_probes_env_and_ports(rendered: dict[str, list[Obj]]) -> None:
     [container] = one(rendered["default"], "Deployment")["spec"]["template"]["spec"]["containers"]
-    for probe in ("livenessProbe", "readinessProbe"):
+    for probe in ("startupProbe", "livenessProbe"):
         assert container[probe]["httpGet"] == {"path": "/healthz", "port": "health"}
+    # a standby answers ?ready from its Lease polls (tests/unit/test_standby_health.py)
+    assert container["readinessProbe"]["httpGet"] == {"path": "/healthz?ready", "port": "health"}
+    # kopf serves health only after its start-up listing: 5 minutes before liveness counts
+    startup = container["startupProbe"]
+    assert startup["periodSeconds"] * startup["failureThreshold"] == 300
+    timed = render({"probes": {"liveness": {"periodSeconds": 7, "failureThreshold": 9, "timeoutSeconds": 2}}})
+    [probed] = one(timed, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert probed["livenessProbe"] == {
+        "httpGet": {"path": "/healthz", "port": "health"},
+        "periodSeconds": 7,
+        "failureThreshold": 9,
+        "timeoutSeconds": 2,
+    }
     assert {p["name"]: p["containerPort"] for p in container["ports"]} == {"health": 8080, "metrics": 9090}
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["CONNECTOPS_RESYNC_SECONDS"] == "60"
@@ -470,6 +542,106 @@ def test_probes_env_and_ports(rendered: dict[str, list[Obj]]) -> None:
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert (env["CONNECTOPS_RESYNC_SECONDS"], env["CONNECTOPS_RETRY_SECONDS"]) == ("30", "2.5")
     assert env["CONNECTOPS_CONNECT_CONCURRENCY"] == "16"
+
+
+def test_labels(rendered: dict[str, list[Obj]]) -> None:
+    """The app.kubernetes.io set and a component on the pods; commonLabels on every object; the
+    selector stays the two immutable labels."""
+    deployment = one(rendered["default"], "Deployment")
+    assert deployment["spec"]["selector"]["matchLabels"] == {
+        "app.kubernetes.io/name": "connectops",
+        "app.kubernetes.io/instance": "connectops",
+    }
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert {
+        "app.kubernetes.io/name": "connectops",
+        "app.kubernetes.io/instance": "connectops",
+        "app.kubernetes.io/version": "0.1.0",
+        "app.kubernetes.io/managed-by": "Helm",
+        "app.kubernetes.io/part-of": "connectops",
+        "app.kubernetes.io/component": "operator",
+    }.items() <= pod_labels.items()
+    for obj in rendered["safety"]:
+        assert obj["metadata"]["labels"]["team"] == "data", (obj["kind"], obj["metadata"]["name"])
+    pod = one(rendered["safety"], "Deployment")["spec"]["template"]
+    assert pod["metadata"]["labels"]["team"] == "data"
+
+
+def test_pod_disruption_budget(rendered: dict[str, list[Obj]]) -> None:
+    assert not by_kind(rendered["default"], "PodDisruptionBudget")  # off by default
+    pdb = one(rendered["safety"], "PodDisruptionBudget")
+    # Helm's own capabilities (no cluster) serve policy/v1; a 1.20 cluster gets policy/v1beta1
+    # (test_helm_install_upgrade_uninstall installs it on one)
+    assert pdb["apiVersion"] == "policy/v1"
+    assert pdb["spec"] == {
+        "minAvailable": 1,
+        "selector": {"matchLabels": one(rendered["safety"], "Deployment")["spec"]["selector"]["matchLabels"]},
+    }
+    by_max = one(render({"podDisruptionBudget": {"enabled": True, "maxUnavailable": "50%"}}), "PodDisruptionBudget")
+    assert by_max["spec"]["maxUnavailable"] == "50%"
+    assert "minAvailable" not in by_max["spec"]
+
+
+def test_network_policy(rendered: dict[str, list[Obj]]) -> None:
+    assert not by_kind(rendered["default"], "NetworkPolicy")  # off by default
+    policy = one(rendered["safety"], "NetworkPolicy")["spec"]
+    assert policy["podSelector"] == {
+        "matchLabels": one(rendered["safety"], "Deployment")["spec"]["selector"]["matchLabels"]
+    }
+    assert policy["policyTypes"] == ["Ingress", "Egress"]
+    # ingress: the metrics port only, from the peers named
+    assert policy["ingress"] == [
+        {
+            "from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}],
+            "ports": [{"port": "metrics", "protocol": "TCP"}],
+        }
+    ]
+    api, dns, connect = policy["egress"]
+    assert api == {
+        "to": [{"ipBlock": {"cidr": "10.96.0.1/32"}}, {"ipBlock": {"cidr": "192.168.10.4/32"}}],
+        "ports": [{"port": 443, "protocol": "TCP"}, {"port": 6443, "protocol": "TCP"}],
+    }
+    assert dns["ports"] == [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}]
+    assert dns["to"] == [{"namespaceSelector": {}, "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}]
+    assert connect["ports"] == [{"port": 8083, "protocol": "TCP"}, {"port": 9092, "protocol": "TCP"}]
+    # nobody named: no ingress at all (the metrics port shows every tenant's connectors)
+    closed = render({"networkPolicy": {"enabled": True, "apiServer": {"cidrs": ["10.96.0.1/32"]}}})
+    spec = one(closed, "NetworkPolicy")["spec"]
+    assert spec["ingress"] == []
+    assert len(spec["egress"]) == 2
+    # no cidrs and nothing to look up (helm template): refused, with what to set
+    with pytest.raises(helm.HelmError) as raised:
+        render({"networkPolicy": {"enabled": True}})
+    assert "networkPolicy.apiServer.cidrs" in str(raised.value)
+
+
+def test_two_replicas_spread_over_nodes(rendered: dict[str, list[Obj]]) -> None:
+    selector = {"matchLabels": one(rendered["default"], "Deployment")["spec"]["selector"]["matchLabels"]}
+    assert "affinity" not in one(rendered["default"], "Deployment")["spec"]["template"]["spec"]  # one replica
+    pod = one(rendered["replicated"], "Deployment")["spec"]["template"]["spec"]
+    assert pod["affinity"] == {
+        "podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 100, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname", "labelSelector": selector}}
+            ]
+        }
+    }
+    hard = one(render({"replicas": 2, "podAntiAffinity": "hard"}), "Deployment")["spec"]["template"]["spec"]
+    assert hard["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] == [
+        {"topologyKey": "kubernetes.io/hostname", "labelSelector": selector}
+    ]
+    own = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}}}
+    mine = one(render({"replicas": 2, "affinity": own}), "Deployment")["spec"]["template"]["spec"]
+    assert mine["affinity"] == own  # the user's affinity replaces the preset
+    spread = one(rendered["safety"], "Deployment")["spec"]["template"]["spec"]["topologySpreadConstraints"]
+    assert spread == [
+        {
+            "maxSkew": 1,
+            "topologyKey": "topology.kubernetes.io/zone",
+            "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": selector,
+        }
+    ]
 
 
 def test_metrics_service_is_optional(rendered: dict[str, list[Obj]]) -> None:
@@ -524,6 +696,7 @@ def test_server_side_dry_run_accepts_every_object(kube_client: client.ApiClient,
         crds += prometheus_operator_crds()
     _apply_crds_for_real(kube_client, crds)
     rest = [o for o in objects if o["kind"] != "CustomResourceDefinition"]
+    # rendered without a cluster, for Helm's own capabilities: policy/v1, which this API server serves
     answers = apply(kube_client, rest, dry_run=True)
     assert len(answers) == len(rest)
     for sent, answer in zip(rest, answers, strict=True):
@@ -568,7 +741,18 @@ def test_monitoring_objects(rendered: dict[str, list[Obj]]) -> None:
         "ConnectopsOffsetResetStuck",
         "ConnectopsLagVerdictFailing",
         "ConnectopsReconcileErrors",
+        "ConnectopsOperatorDown",
+        "ConnectopsReconcilesStale",
+        "ConnectopsOperatorMemoryNearLimit",
     }
+    # the limit's bytes, from resources.limits.memory
+    memory = [
+        r for g in rule["spec"]["groups"] for r in g["rules"] if r["alert"] == "ConnectopsOperatorMemoryNearLimit"
+    ]
+    assert memory[0]["expr"].endswith("> 0.85 * 805306368")  # 768Mi
+    custom = render({**VALUE_SETS["monitoring"], "resources": {"limits": {"memory": "1Gi"}}})
+    text = yaml.safe_dump(one(custom, "PrometheusRule"))
+    assert "0.85 * 1073741824" in text
 
 
 def _can(
@@ -663,16 +847,56 @@ def test_helm_install_upgrade_uninstall(fresh_kube: KubeAPI) -> None:
         spark = "system:serviceaccount:ops:a-connectops-spark-check"
         assert _can(api, spark, "patch", "configmaps", "ops")
         assert _can(api, spark, "create", "pods", "ops")
+        # the offset backups are out of its reach (tests/helm/test_spark_check_rbac.py tries it)
+        assert not _can(api, spark, "delete", "configmaps", "ops")
+        assert not _can(api, spark, "list", "configmaps", "ops")
         assert not _can(api, spark, "get", "secrets", "ops")
         assert not _can(api, spark, "create", "pods", "elsewhere")
 
-        # 2. Upgrade to two replicas: one acts, one stands by; still a Recreate rollout.
+        # 2. Upgrade to two replicas: one acts, one stands by; a rolling update hands the Lease
+        # over. With the safety objects, rendered for this cluster's own capabilities (policy/v1)
+        # and the API server's addresses looked up from its Endpoints.
+        safety = {
+            "replicas": 2,
+            "podDisruptionBudget": {"enabled": True},
+            "networkPolicy": {
+                "enabled": True,
+                "metricsFrom": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}],
+            },
+        }
+        # what the API server's endpoint reconciler writes (this one runs with
+        # --endpoint-reconciler-type=none; an Endpoints address may not be loopback: TEST-NET-1)
+        client.CoreV1Api(api).create_namespaced_endpoints(
+            "default",
+            client.V1Endpoints(
+                metadata=client.V1ObjectMeta(name="kubernetes"),
+                subsets=[
+                    client.V1EndpointSubset(
+                        addresses=[client.V1EndpointAddress(ip="192.0.2.10")],
+                        ports=[client.CoreV1EndpointPort(name="https", port=6443, protocol="TCP")],
+                    )
+                ],
+            ),
+        )
         with helm.Config(kubeconfig_path=kubeconfig, namespace="ops") as cfg:
-            result = cfg.upgrade(str(CHART_DIR), "a", {"replicas": 2}, namespace="ops", timeout=120)
+            result = cfg.upgrade(str(CHART_DIR), "a", safety, namespace="ops", timeout=120)
             assert result["status"] == "deployed"
+        pdbs = dynamic.DynamicClient(api).resources.get(api_version="policy/v1", kind="PodDisruptionBudget")  # type: ignore[no-untyped-call]
+        pdb = pdbs.get(name="a-connectops", namespace="ops").to_dict()
+        assert pdb["spec"]["minAvailable"] == 1
+        netpol: Any = client.NetworkingV1Api(api).read_namespaced_network_policy("a-connectops", "ops")
+        endpoints: Any = client.CoreV1Api(api).read_namespaced_endpoints("kubernetes", "default")
+        addresses = {f"{a.ip}/32" for subset in endpoints.subsets for a in subset.addresses}
+        assert {peer.ip_block.cidr for peer in netpol.spec.egress[0].to} == addresses == {"192.0.2.10/32"}
+        assert [p.port for p in netpol.spec.egress[0].ports] == [443, 6443]
+        assert [p.port for p in netpol.spec.ingress[0].ports] == ["metrics"]
         deployment = client.AppsV1Api(api).read_namespaced_deployment("a-connectops", "ops")
         assert deployment.spec.replicas == 2
-        assert deployment.spec.strategy.type == "Recreate"
+        assert deployment.spec.strategy.type == "RollingUpdate"
+        assert (
+            deployment.spec.strategy.rolling_update.max_surge,
+            deployment.spec.strategy.rolling_update.max_unavailable,
+        ) == (1, 0)
         args = deployment.spec.template.spec.containers[0].args
         assert "--standalone" not in args
         assert args[args.index("--lease-name") + 1] == "a-connectops-leader"

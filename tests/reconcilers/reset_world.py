@@ -27,11 +27,13 @@ from typing import Any, cast
 import pytest
 
 from connectops.adapters.kube import KubeClient, Lock, lock_name
+from connectops.planning.offset_reset import Step
 from connectops.planning.ownership import Claim
 from connectops.reconcilers import common, offset_reset, reset_changes
 from connectops.reconcilers.checks import CheckRunner, check_defaults
 from connectops.reconcilers.clusters import ClusterRegistry
 from connectops.reconcilers.offset_reset import OffsetResetExecutor, backup_name, lock_holder
+from connectops.reconcilers.reset_backup import BackupStore
 from tests.doubles.connect import FakeConnect, FakeConnector, client_factory
 from tests.doubles.kafka import FakeKafka
 from tests.doubles.kube import FakeKube
@@ -201,6 +203,11 @@ class ResetWorld:
         doc: dict[str, Any] = json.loads(cm.data["backup.json"])
         return doc
 
+    async def backup_doc(self, name: str = RESET) -> dict[str, Any]:
+        """The backup's document, in whichever form it was stored (inline, gzipped, in pieces)."""
+        kube = cast(KubeClient, self.kube)
+        return await BackupStore(kube, reset_changes.OffsetChanges(kube)).read(NAMESPACE, self.backup_name(name))
+
     def backup_annotations(self, name: str = RESET) -> dict[str, str]:
         cm = self.kube.config_maps[(NAMESPACE, self.backup_name(name))]
         assert cm.metadata is not None
@@ -214,6 +221,7 @@ def make_reset_world(
     version: str = "4.3.0",
     max_step_attempts: int = 3,
     checks: bool = False,
+    step_deadlines: Mapping[Step, float] | None = None,
     **setting_overrides: Any,
 ) -> ResetWorld:
     """An executor over a FakeKube holding ConnectCluster ``main`` (at :data:`URL`) and a
@@ -241,5 +249,6 @@ def make_reset_world(
         max_step_attempts=max_step_attempts,
         stop_timeout=0.05,
         kafka_factory=broker.factory,
+        **({"step_deadlines": step_deadlines} if step_deadlines is not None else {}),
     )
     return ResetWorld(executor, kube, fake, broker)

@@ -174,9 +174,9 @@ async def test_a_connector_missing_from_the_listing_is_read_alone(clock: Clock) 
 def slow(call: Any) -> Any:
     import asyncio
 
-    async def answer() -> Any:
+    async def answer(*args: Any) -> Any:
         await asyncio.sleep(0.01)
-        return await call()
+        return await call(*args)
 
     return answer
 
@@ -250,11 +250,11 @@ async def test_a_slow_listing_is_not_asked_again_sooner_than_it_took(clock: Cloc
     fake = world.connect
     answer = fake.list_expanded
 
-    async def fifty_seconds() -> Any:
+    async def fifty_seconds(*args: Any) -> Any:
         clock.offset += 50.0
-        return await answer()
+        return await answer(*args)
 
-    fake.list_expanded = fifty_seconds  # type: ignore[method-assign]
+    fake.list_expanded = fifty_seconds  # type: ignore[method-assign, assignment]
     cluster = await world.reconciler._clusters.resolve(NAMESPACE, CLUSTER)
     fake.calls.clear()
     assert await cluster.listing(RESYNC / 2) is not None

@@ -67,3 +67,33 @@ def test_unsupported_constructs_fail_loudly() -> None:
         to_structural({"anyOf": [{"type": "string"}, {"type": "boolean"}]}, {})
     with pytest.raises(SchemaError):
         to_structural({"oneOf": [{"type": "string"}]}, {})
+
+
+def test_admission_rules_are_carried_into_the_crds() -> None:
+    """The models' CEL rules land on the node they guard, each with a message."""
+    docs = {n: yaml.safe_load(t) for n, t in crdgen.render_all().items()}
+
+    def rules(name: str, *path: str) -> list[dict[str, str]]:
+        node = docs[name]["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+        for key in path:
+            node = node["properties"][key]
+        found: list[dict[str, str]] = node["x-kubernetes-validations"]
+        return found
+
+    reset = rules("connectops.io_offsetresets.yaml")
+    assert reset[-1]["rule"] == "self == oldSelf"
+    assert "set exactly one of connectorRef, or connectorName/mirrorMaker2 with clusterRef" in [
+        r["message"] for r in reset
+    ]
+    for name, *path in (
+        ("connectops.io_offsetresets.yaml", "mirrorMaker2", "sourceCluster"),
+        ("connectops.io_connectors.yaml",),
+        ("connectops.io_connectors.yaml", "offsets"),
+        ("connectops.io_connectclusters.yaml", "kafka"),
+    ):
+        assert rules(name, *path), (name, path)
+    for doc in docs.values():
+        for node in _walk(doc):
+            for rule in node.get("x-kubernetes-validations", []):  # type: ignore[attr-defined]
+                assert set(rule) == {"rule", "message"}, rule
+                assert rule["message"], rule

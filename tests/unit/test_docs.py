@@ -112,12 +112,14 @@ def _manifests() -> list[tuple[str, dict[str, Any]]]:
 def test_every_manifest_shown_is_one_the_models_accept() -> None:
     from connectops.models.connect_cluster import ConnectClusterSpec
     from connectops.models.connector import ConnectorSpec
+    from connectops.models.group_failover import GroupFailoverSpec
     from connectops.models.offset_reset import OffsetResetSpec
 
     models: dict[str, Any] = {
         "ConnectCluster": ConnectClusterSpec,
         "Connector": ConnectorSpec,
         "OffsetReset": OffsetResetSpec,
+        "GroupFailover": GroupFailoverSpec,
     }
     shown = _manifests()
     assert {doc["kind"] for _, doc in shown} == set(models)

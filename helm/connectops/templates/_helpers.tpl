@@ -28,6 +28,46 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | 
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/part-of: connectops
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* The operator's pods and the objects about them (Deployment, PDB, NetworkPolicy, Service). */}}
+{{- define "connectops.operatorLabels" -}}
+{{ include "connectops.labels" . }}
+app.kubernetes.io/component: operator
+{{- end -}}
+
+{{/* The Deployment's strategy: the user's, else RollingUpdate with leader election (the new pod
+stands by, ready to take the Lease, before the old one stops), else Recreate. */}}
+{{- define "connectops.strategy" -}}
+{{- if .Values.strategy -}}
+{{- toYaml .Values.strategy -}}
+{{- else if include "connectops.standalone" . -}}
+type: Recreate
+{{- else -}}
+type: RollingUpdate
+rollingUpdate:
+  maxSurge: 1
+  maxUnavailable: 0
+{{- end -}}
+{{- end -}}
+
+{{/* A resource quantity (512Mi, 1Gi, 500M, 1073741824) in bytes, for the memory alert. */}}
+{{- define "connectops.bytes" -}}
+{{- $q := toString . -}}
+{{- $units := dict "Ki" 1024 "Mi" 1048576 "Gi" 1073741824 "Ti" 1099511627776 "k" 1000 "M" 1000000 "G" 1000000000 "T" 1000000000000 -}}
+{{- $number := regexFind "^[0-9.]+" $q -}}
+{{- $unit := trimPrefix $number $q -}}
+{{- if not (regexMatch "^[0-9.]+(Ki|Mi|Gi|Ti|k|M|G|T)?$" $q) -}}
+{{- fail (printf "resources.limits.memory %q: write it as a number with Ki, Mi, Gi, Ti, k, M, G or T" $q) -}}
+{{- end -}}
+{{- if $unit -}}
+{{- mulf (float64 $number) (index $units $unit) | int64 -}}
+{{- else -}}
+{{- float64 $number | int64 -}}
+{{- end -}}
 {{- end -}}
 
 {{- define "connectops.serviceAccountName" -}}
@@ -43,6 +83,18 @@ app.kubernetes.io/part-of: connectops
 {{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
 {{- else -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The check's image: the value given, else the default repository at the digest or appVersion. */}}
+{{- define "connectops.sparkImage" -}}
+{{- $c := .Values.sparkCheck -}}
+{{- if $c.image -}}
+{{- $c.image -}}
+{{- else if $c.imageDigest -}}
+{{- printf "ghcr.io/connectops/spark-check@%s" $c.imageDigest -}}
+{{- else -}}
+{{- printf "ghcr.io/connectops/spark-check:%s" .Chart.AppVersion -}}
 {{- end -}}
 {{- end -}}
 
@@ -81,6 +133,9 @@ app.kubernetes.io/part-of: connectops
 {{- $le := .Values.leaderElection -}}
 {{- if and (gt (int .Values.replicas) 1) (not $le.enabled) -}}
 {{- fail "replicas > 1 needs leaderElection.enabled=true: without it every replica would reconcile every object" -}}
+{{- end -}}
+{{- if and (not $le.enabled) (eq (toString (dig "type" "" .Values.strategy)) "RollingUpdate") -}}
+{{- fail "strategy RollingUpdate needs leaderElection.enabled=true: without it the new pod and the old one would both reconcile every object" -}}
 {{- end -}}
 {{- if $le.enabled -}}
 {{- if le (int $le.leaseDurationSeconds) (int $le.renewDeadlineSeconds) -}}

@@ -18,9 +18,9 @@ Each entry:
 - id: connectops-resources
   scope: namespaced
   mode: any
-  why: watch ConnectClusters, Connectors and OffsetResets; patch is kopf's finalizer and annotations, and a rename's hand-over mark
+  why: watch ConnectClusters, Connectors, OffsetResets and GroupFailovers; patch is kopf's finalizer and annotations, and a rename's hand-over mark
   apiGroups: [connectops.io]
-  resources: [connectclusters, connectors, offsetresets]
+  resources: [connectclusters, connectors, offsetresets, groupfailovers]
   verbs: [get, list, watch, patch]
 - id: offsetresets-create
   scope: namespaced
@@ -34,7 +34,7 @@ Each entry:
   mode: any
   why: conditions and bookkeeping live in the status subresource
   apiGroups: [connectops.io]
-  resources: [connectclusters/status, connectors/status, offsetresets/status]
+  resources: [connectclusters/status, connectors/status, offsetresets/status, groupfailovers/status]
   verbs: [patch]
 - id: events
   scope: namespaced

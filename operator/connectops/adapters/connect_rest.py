@@ -17,7 +17,7 @@ import collections
 import contextlib
 import json
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 from urllib.parse import quote
@@ -476,9 +476,20 @@ class ConnectClient:
     async def _answer(self, shape: TypeAdapter[_T], method: str, path: str, *, operation: str, **kw: Any) -> _T:
         """The answer parsed as Connect documents it, or :class:`NotKafkaConnect`."""
         response = await self._request(method, path, operation=operation, **kw)
+        return self._parsed(operation, response, lambda body: answers.parse_json(shape, body), shape)
+
+    @staticmethod
+    def _parsed(
+        operation: str,
+        response: httpx.Response,
+        parse: Callable[[bytes], _T],
+        shape: TypeAdapter[_T] | None = None,
+    ) -> _T:
         try:
-            # an empty body is no answer: its shape is wrong (None), as it always was
-            return answers.parse_json(shape, response.content) if response.content else answers.parse(shape, None)
+            if not response.content and shape is not None:
+                # an empty body is no answer: its shape is wrong (None), as it always was
+                return answers.parse(shape, None)
+            return parse(response.content)
         except answers.NotJson:
             raise NotKafkaConnect(
                 f"{operation}: HTTP {response.status_code} with a body that is not JSON: not Kafka Connect's "
@@ -596,17 +607,19 @@ class ConnectClient:
             return None
         return _state_of(status)
 
-    async def list_expanded(self) -> dict[str, ListedConnector]:
+    async def list_expanded(self, keep: Callable[[str], bool] = lambda _: True) -> dict[str, ListedConnector]:
         """Every connector's config and status in one call (``?expand=status&expand=info``),
-        instead of two calls per connector. The answer's size is bounded like every other
-        (``max_response_bytes``); a worker that ignores ``expand`` (before 2.3) answers a list
-        of names, which is :class:`NotKafkaConnect` here, and the caller reads one by one."""
-        listed = await self._answer(
-            answers.EXPANDED,
-            "GET",
-            "/connectors?expand=status&expand=info",
-            operation="list connectors expanded",
-            deadline=self._listing_deadline,
+        instead of two calls per connector; of those ``keep`` names only (the others are never
+        turned into models: connect_answers.parse_expanded). The answer's size is bounded like
+        every other (``max_response_bytes``); a worker that ignores ``expand`` (before 2.3)
+        answers a list of names, which is :class:`NotKafkaConnect` here, and the caller reads one
+        by one."""
+        operation = "list connectors expanded"
+        response = await self._request(
+            "GET", "/connectors?expand=status&expand=info", operation=operation, deadline=self._listing_deadline
+        )
+        listed: dict[str, answers.ExpandedAnswer] = self._parsed(
+            operation, response, lambda body: answers.parse_expanded(body, keep)
         )
         return {
             name: ListedConnector(config=dict(item.info.config), state=_state_of(item.status))
@@ -699,7 +712,7 @@ class ConnectApi(Protocol):
     async def get_connector(self, name: str) -> JSONDict | None: ...
     async def get_config(self, name: str) -> dict[str, str] | None: ...
     async def get_status(self, name: str) -> ConnectorState | None: ...
-    async def list_expanded(self) -> dict[str, ListedConnector]: ...
+    async def list_expanded(self, keep: Callable[[str], bool] = ...) -> dict[str, ListedConnector]: ...
     async def create(self, name: str, config: dict[str, str], initial_state: str | None = None) -> None: ...
     async def put_config(self, name: str, config: dict[str, str]) -> None: ...
     async def pause(self, name: str) -> None: ...

@@ -326,15 +326,21 @@ class KubeClient:
         labels: dict[str, str] | None = None,
         annotations: dict[str, str] | None = None,
         dry_run: bool = False,
+        owner: dict[str, Any] | None = None,
     ) -> bool:
         """Create a ConfigMap, never replacing one: False when the name is taken (the caller
         decides whether the existing one is its own). Backups are written this way, so a second
         writer (a retried step, a second operator process) can never overwrite the first copy.
         ``dry_run``: the API server checks the create (RBAC, admission, the name) and stores
-        nothing, so a backup that could not be written is found before anything is stopped."""
+        nothing, so a backup that could not be written is found before anything is stopped.
+        ``owner``: an ownerReference (apiVersion, kind, name, uid): deleted with its owner."""
         body = client.V1ConfigMap(
             metadata=client.V1ObjectMeta(
-                name=name, namespace=namespace, labels=labels or {}, annotations=annotations or {}
+                name=name,
+                namespace=namespace,
+                labels=labels or {},
+                annotations=annotations or {},
+                owner_references=[client.V1OwnerReference(**owner)] if owner else None,
             ),
             data=data,
             binary_data=binary_data,
@@ -370,7 +376,13 @@ class KubeClient:
         )
 
     async def acquire_lock(
-        self, namespace: str, cluster: str, connector: str, holder: str, owner: dict[str, Any] | None
+        self,
+        namespace: str,
+        cluster: str,
+        connector: str,
+        holder: str,
+        owner: dict[str, Any] | None,
+        purpose: str = "offset-reset",
     ) -> Lock:
         """Create the Lease; creation is atomic, so two resets can never both hold it.
 
@@ -386,7 +398,7 @@ class KubeClient:
             metadata=client.V1ObjectMeta(
                 name=name,
                 namespace=namespace,
-                labels={LOCK_LABEL: "offset-reset"},
+                labels={LOCK_LABEL: purpose},
                 annotations={ANNOTATION_CONNECTOR: connector, ANNOTATION_CLUSTER: cluster},
                 owner_references=[owner] if owner else None,
             ),
@@ -399,7 +411,7 @@ class KubeClient:
                 raise KubeUnavailable(f"Lease {namespace}/{name}: API answered {exc.status}") from None
             current = await self.lock_holder(namespace, cluster, connector)
             if current is None:
-                return await self.acquire_lock(namespace, cluster, connector, holder, owner)
+                return await self.acquire_lock(namespace, cluster, connector, holder, owner, purpose)
             if current.holder != holder:
                 raise LockHeld(current.holder) from None
             return current

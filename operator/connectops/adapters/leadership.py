@@ -17,7 +17,12 @@ lease has expired). Around it, what fencing needs and the library does not give:
   durable step machine that the next leader resumes from its status, so a hard stop loses nothing,
   while a graceful stop could still be writing after the Lease expired;
 - a release on a clean shutdown, so a successor starts at once instead of after the lease expires;
-- a health endpoint while standing by, so the kubelet does not restart a healthy standby.
+- a health endpoint while standing by, so the kubelet does not restart a healthy standby, and
+  a readiness on it that means "this standby can take over": the API server answered its last
+  Lease poll within the lease duration (a rolling update waits for that before it stops the
+  leader);
+- a stop flag for the standby's wait, so SIGTERM ends a standby at once (the CLI's handler sets
+  it: Python as a container's PID 1 would otherwise ignore SIGTERM until the kubelet's SIGKILL).
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import urllib3
 from kubernetes import client
@@ -78,14 +83,21 @@ class _TimedLeases:
     def __init__(self, api: Any, timeout_s: float) -> None:
         self._api = api
         self._timeout = timeout_s
+        #: monotonic time of the API server's last answer (a 404 or a 409 is an answer too)
+        self.answered_at: float | None = None
 
     def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         try:
-            return fn(*args, _request_timeout=self._timeout, **kwargs)
+            answer = fn(*args, _request_timeout=self._timeout, **kwargs)
+        except ApiException:
+            self.answered_at = time.monotonic()
+            raise
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise ApiException(
                 status=0, reason=f"{type(exc).__name__} (no answer within {self._timeout:g} s)"
             ) from None
+        self.answered_at = time.monotonic()
+        return answer
 
     def read_namespaced_lease(self, name: str, namespace: str) -> Any:
         return self._call(self._api.read_namespaced_lease, name, namespace)
@@ -103,7 +115,8 @@ class _FencedLock(LeaseLock):
 
     def __init__(self, settings: LeaseSettings, api: client.CoordinationV1Api) -> None:
         super().__init__(settings.name, settings.namespace, settings.identity)  # type: ignore[no-untyped-call]
-        self.api_instance = _TimedLeases(api, settings.request_timeout_s)  # type: ignore[assignment]
+        self.timed = _TimedLeases(api, settings.request_timeout_s)
+        self.api_instance = self.timed  # type: ignore[assignment]
         self.held_at: float | None = None
         self.released = threading.Event()
 
@@ -124,6 +137,14 @@ class _FencedLock(LeaseLock):
         return ok
 
 
+def _exit_handed_over() -> None:
+    log.info("stopping: the Lease was handed over, so this process writes nothing more")
+    for handler in logging.getLogger().handlers:
+        with contextlib.suppress(Exception):
+            handler.flush()
+    os._exit(0)
+
+
 def _exit_now(reason: str) -> None:
     log.critical("leadership lost (%s): exiting so that no other process acts alongside this one", reason)
     for handler in logging.getLogger().handlers:
@@ -142,6 +163,7 @@ class Leadership:
         settings: LeaseSettings,
         api_client: client.ApiClient | None = None,
         on_lost: Callable[[str], None] = _exit_now,
+        on_handed_over: Callable[[], None] = _exit_handed_over,
     ) -> None:
         problems = settings.problems()
         if problems:
@@ -150,6 +172,7 @@ class Leadership:
         self._api = client.CoordinationV1Api(api_client or client.ApiClient())
         self._lock = _FencedLock(settings, self._api)
         self._on_lost = on_lost
+        self._on_handed_over = on_handed_over
         self._elector = leaderelection.LeaderElection(  # type: ignore[no-untyped-call]
             electionconfig.Config(  # type: ignore[no-untyped-call]
                 self._lock,
@@ -180,8 +203,18 @@ class Leadership:
             if holder != seen:
                 seen = holder
                 log.info("standing by: Lease %s/%s is held by %s", s.namespace, s.name, holder)
-            time.sleep(s.retry_period_s)
+            if stop is None:
+                time.sleep(s.retry_period_s)
+            else:
+                stop.wait(s.retry_period_s)
+        log.info("stopped while standing by: Lease %s/%s left to its holder", s.namespace, s.name)
         return False
+
+    def can_take_over(self) -> bool:
+        """A standby's readiness: the API server answered its last Lease poll within the lease
+        duration, so it would see the Lease free and take it."""
+        answered = self._lock.timed.answered_at
+        return answered is not None and time.monotonic() - answered <= self.settings.duration_s
 
     def keep(self) -> None:
         """Renew in the background; the watchdog ends the process when renewal stops working."""
@@ -206,7 +239,12 @@ class Leadership:
 
     def ensure(self) -> None:
         """Return when this process still leads (renewed within the renew deadline); otherwise
-        end it (``on_lost``). Called before every write (:mod:`connectops.fence`)."""
+        end it (``on_lost``). Called before every write (:mod:`connectops.fence`). After a
+        :meth:`release` (a clean shutdown) the process ends quietly instead (``on_handed_over``):
+        the successor may already act."""
+        if self._lock.released.is_set():
+            self._on_handed_over()
+            return
         reason = self._stale()
         if reason is not None:
             self._on_lost(reason)
@@ -221,7 +259,10 @@ class Leadership:
         return None
 
     def release(self) -> None:
-        """Give the Lease up (clean shutdown only): a standby takes over at its next poll."""
+        """Give the Lease up (clean shutdown only): a standby takes over at its next poll. Once
+        called, every later write ends the process (:meth:`ensure`); calling it again does nothing."""
+        if self._lock.released.is_set():
+            return
         self._lock.released.set()
         s = self.settings
         try:
@@ -237,9 +278,17 @@ class Leadership:
 
 
 class _StandbyHealth(http.server.BaseHTTPRequestHandler):
+    """``GET <path>``: alive (200). ``GET <path>?ready``: 200 while the standby could take over,
+    else 503. The same path serves kopf's health once this process leads; kopf ignores the query,
+    so one path holds liveness and readiness on the leader and on a standby alike."""
+
+    ready: Callable[[], bool] = staticmethod(lambda: True)
+
     def do_GET(self) -> None:
-        body = b'{"standby": true}'
-        self.send_response(200)
+        asks_ready = "ready" in parse_qs(urlsplit(self.path).query, keep_blank_values=True)
+        ok = not asks_ready or type(self).ready()
+        body = b'{"standby": true, "ready": %s}' % (b"true" if ok else b"false")
+        self.send_response(200 if ok else 503)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -250,14 +299,16 @@ class _StandbyHealth(http.server.BaseHTTPRequestHandler):
 
 
 @contextlib.contextmanager
-def standby_health(url: str) -> Iterator[None]:
+def standby_health(url: str, ready: Callable[[], bool] = lambda: True) -> Iterator[None]:
     """Answer the liveness URL while standing by (kopf serves it only once it runs): a standby is
-    healthy, and a probe failing on it would have the kubelet restart it in a loop."""
+    healthy, and a probe failing on it would have the kubelet restart it in a loop. With
+    ``?ready`` it answers ``ready()`` (:meth:`Leadership.can_take_over`)."""
     if not url:
         yield
         return
     parts = urlsplit(url)
-    server = http.server.ThreadingHTTPServer((parts.hostname or "0.0.0.0", parts.port or 80), _StandbyHealth)
+    handler = type("StandbyHealth", (_StandbyHealth,), {"ready": staticmethod(ready)})
+    server = http.server.ThreadingHTTPServer((parts.hostname or "0.0.0.0", parts.port or 80), handler)
     thread = threading.Thread(target=server.serve_forever, name="standby-health", daemon=True)
     thread.start()
     try:

@@ -26,7 +26,7 @@ class CamelModel(BaseModel):
     of a silent drop, so a typo in a spec shows up as ``Valid=False`` rather than being ignored.
     """
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", use_enum_values=True)
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
 
 
 class StatusModel(BaseModel):

@@ -7,6 +7,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, Field, model_validator
 
+from connectops.models.admission import rules
 from connectops.models.base import CamelModel, Condition, SecretKeyRef, StatusModel
 from connectops.models.checks import SparkCheckDefaults
 
@@ -50,6 +51,13 @@ class RestTls(CamelModel):
 
 class KafkaAccess(CamelModel):
     """How the operator reaches the Kafka cluster behind the worker group (offsets work)."""
+
+    model_config = rules(
+        (
+            "!has(self.configFrom) || !has(self.config) || !self.configFrom.exists(k, k in self.config)",
+            "a Kafka setting is set in both config and configFrom",
+        )
+    )
 
     bootstrap_servers: Annotated[
         str, Field(min_length=1, description="Kafka bootstrap servers, host:port[,host:port].")

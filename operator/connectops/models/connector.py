@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Iterable
 from enum import StrEnum
 from typing import Annotated, Any
 
 from pydantic import Field, field_validator, model_validator
 
+from connectops.models.admission import filled, given, rules
 from connectops.models.base import (
     CamelModel,
     Condition,
@@ -215,6 +217,28 @@ class ConnectorOffsets(CamelModel):
     by the Connector (backup, read-back from Connect and Kafka, the same crash safety), and only
     then move it to ``spec.state``. Changing this later does nothing: use an OffsetReset."""
 
+    # What _one_way_to_set checks, at admission (timestamp_ms's calendar and range check stays there).
+    model_config = rules(
+        (
+            f"!{given('from')} || (self.onCreate == 'resume' && !{filled('entries')} && !{given('setTo')}"
+            f" && !{filled('timestamp')} && !{filled('topics')})",
+            "from carries the old connector's offsets over: leave onCreate, entries and setTo unset",
+        ),
+        (
+            f"self.onCreate != 'set' || {filled('entries')} != {given('setTo')}",
+            "onCreate set needs exactly one of entries or setTo",
+        ),
+        (
+            f"self.onCreate == 'set' || !({filled('entries')} || {given('setTo')} || {filled('timestamp')}"
+            f" || {filled('topics')})",
+            "entries, setTo, timestamp and topics apply to onCreate set only",
+        ),
+        (
+            f"({given('setTo')} && self.setTo == 'timestamp') == {filled('timestamp')}",
+            "setTo timestamp needs timestamp, and timestamp needs setTo timestamp",
+        ),
+    )
+
     on_create: OnCreate = Field(
         default=OnCreate.RESUME,
         description=(
@@ -266,8 +290,55 @@ class ConnectorOffsets(CamelModel):
         return self
 
 
+def _no_key(field: str, keys: Iterable[str], *, prefixes: bool = False) -> str:
+    """CEL: no key of the map ``field`` is one of ``keys`` (or, with ``prefixes``, starts with one)."""
+    test = " || ".join(f"k.startsWith('{p}')" for p in sorted(keys)) if prefixes else f"k in {sorted(keys)}"
+    return f"!has(self.{field}) || !self.{field}.exists(k, {test})"
+
+
 class ConnectorSpec(CamelModel):
     """A Kafka Connect connector whose config and running state connectops owns."""
+
+    # What the validators below check without the worker, at admission (the version ranges'
+    # syntax is checked by the operator only).
+    model_config = rules(
+        (
+            # UNADDRESSABLE_CHARACTERS and the Cc category (U+0000-U+001F, U+007F-U+009F)
+            f"!{given('connectorName')} || !(self.connectorName in ['.', '..'] || "
+            r"self.connectorName.matches(r'[/\\%\x00-\x1f\x7f-\x{9f}]'))",
+            "connector name must not contain '/', '\\', '%' or control characters, nor be '.' or '..': "
+            "Kafka Connect's REST API cannot address such a name once created",
+        ),
+        (
+            _no_key("config", OWNED_KEYS),
+            "config keys name, connector.class and tasks.max are set by spec fields (connectorName/class/tasksMax)",
+        ),
+        (
+            _no_key("config", VERSION_KEYS),
+            "config keys *.plugin.version are set by spec.pluginVersion and spec.converterVersions",
+        ),
+        (
+            _no_key("config", OVERRIDE_PREFIXES.values(), prefixes=True),
+            "config keys producer.override.*, consumer.override.* and admin.override.* belong in "
+            "producerOverrides/consumerOverrides/adminOverrides",
+        ),
+        *(
+            (
+                f"!{given('converterVersions')} || !{given(f'converterVersions.{which}')} || "
+                f"(has(self.config) && '{key}' in self.config)",
+                f"converterVersions.{which} needs the converter class in config.{key}",
+            )
+            for which, key in CONVERTER_CLASS_KEYS.items()
+        ),
+        (
+            "!has(self.configFrom) || !has(self.config) || !self.configFrom.exists(k, k in self.config)",
+            "a key is set in both config and configFrom",
+        ),
+        (
+            _no_key("configFrom", OWNED_KEYS | VERSION_KEYS),
+            "configFrom keys name, connector.class, tasks.max and *.plugin.version are set by spec fields",
+        ),
+    )
 
     cluster_ref: LocalObjectRef = Field(description="The ConnectCluster running this connector.")
     connector_name: str | None = Field(
@@ -381,6 +452,17 @@ class AutoRestartStatus(StatusModel):
     last_restart_time: str | None = Field(default=None, description="When the last one happened.")
 
 
+class ClaimRecord(StatusModel):
+    """Where this object's claim on its connector is recorded: a Lease in the operator's own
+    namespace, which no tenant can write, named after the Kafka cluster and the connector (see
+    connectops.reconcilers.claims). Kept here so that the claim can be released, and stands,
+    whatever happens to the ConnectCluster it was made through."""
+
+    kafka_cluster: str = Field(description="The Kafka cluster id of the worker group the connector lives on.")
+    connector: str = Field(description="The connector's name in Kafka Connect.")
+    lease: str = Field(description="The Lease that records the claim (namespace/name).")
+
+
 class VerbTokens(StatusModel):
     """One-shot verbs as annotations the operator never writes or removes (GitOps tools would
     see that as drift and fight it): a value acts once, when it differs from the one recorded
@@ -410,6 +492,42 @@ class OffsetsOnCreateStatus(StatusModel):
     message: str | None = Field(default=None, description="What happened, in a sentence.")
 
 
+class MirrorTopicSeen(StatusModel):
+    """A source topic of a MirrorMaker 2 source connector as the last look saw it."""
+
+    topic: str = Field(description="Topic on the source cluster.")
+    topic_id: str = Field(description="Its topic ID (a re-created topic has a new one).")
+    stored: dict[str, int] = Field(
+        default_factory=dict, description="Per partition: the last offset MirrorMaker 2 had replicated."
+    )
+    log_end: dict[str, int] = Field(default_factory=dict, description="Per partition: the source log-end offset.")
+
+
+class MirrorLoss(StatusModel):
+    """Records of one source partition gone before MirrorMaker 2 replicated them."""
+
+    topic: str = Field(description="Topic on the source cluster.")
+    partition: int = Field(description="Partition.")
+    reason: str = Field(description="SourceTruncated or SourceTopicRecreated.")
+    first_lost: int = Field(description="First source offset lost (the one MirrorMaker 2 would replicate next).")
+    lost: int = Field(description="Records lost.")
+    detected_at: str = Field(description="When the operator first saw it.")
+    message: str = Field(description="What happened, in a sentence.")
+
+
+class MirrorLossStatus(StatusModel):
+    """Silent loss between a MirrorMaker 2 source connector and its source cluster, looked for at
+    every reconcile (see connectops.reconcilers.mirror_loss)."""
+
+    topics: list[MirrorTopicSeen] = Field(default_factory=list, description="The source topics at the last look.")
+    losses: list[MirrorLoss] = Field(default_factory=list, description="Losses found and not acknowledged.")
+    records_lost: int = Field(default=0, description="Sum of the losses' records.")
+    acknowledged: str | None = Field(
+        default=None, description="Last connectops.io/acknowledge-mirror-loss value acted on (it clears the losses)."
+    )
+    checked_at: str | None = Field(default=None, description="When the operator last looked.")
+
+
 class ConnectorStatus(StatusModel):
     observed_generation: int | None = Field(default=None, description="Last handled generation.")
     connector_name: str | None = Field(default=None, description="Name in Kafka Connect.")
@@ -419,7 +537,16 @@ class ConnectorStatus(StatusModel):
         default=None,
         description="Plugin version the connector runs, as Connect reports it (Kafka Connect 4.1+, KIP-891).",
     )
-    tasks: list[TaskStatus] = Field(default_factory=list, description="Task states.")
+    tasks: list[TaskStatus] = Field(
+        default_factory=list,
+        description=(
+            "Task states: every task up to 50; past that the failed ones first, then the others by id, "
+            "50 in all (tasksOmitted counts the rest)."
+        ),
+    )
+    tasks_omitted: int | None = Field(
+        default=None, description="Tasks Connect reported that the tasks list leaves out (it shows at most 50)."
+    )
     tasks_running: str | None = Field(default=None, description="running/total, for kubectl get.")
     auto_restart: AutoRestartStatus = Field(
         default_factory=AutoRestartStatus, description="Automatic restart bookkeeping."
@@ -436,6 +563,13 @@ class ConnectorStatus(StatusModel):
         default_factory=VerbTokens,
         description="The last connectops.io/restart and restart-tasks annotation values acted on.",
     )
+    claim: ClaimRecord | None = Field(
+        default=None, description="This object's recorded claim on its connector (it owns it while the claim stands)."
+    )
+    mirror_loss: MirrorLossStatus | None = Field(
+        default=None, description="MirrorMaker 2 source connectors: records lost at the source before replication."
+    )
     conditions: list[Condition] = Field(
-        default_factory=list, description="Ready, Valid, Synced, LagHealthy, PartitionsBalanced, ReconcilePaused."
+        default_factory=list,
+        description="Ready, Valid, Synced, LagHealthy, PartitionsBalanced, ReconcilePaused, MirrorComplete.",
     )

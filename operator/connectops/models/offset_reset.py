@@ -1,17 +1,19 @@
 """``OffsetReset``: a one-shot, durable request to reset or alter a connector's offsets.
 
 The spec, the status and the plan the inspect step publishes (``ResetPlanStatus``) live together
-(~400 lines) because they are one CRD's schema, generated from here.
+(~550 lines) because they are one CRD's schema, generated from here.
 """
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Final
 
 from pydantic import Field, StringConstraints, model_validator
 
+from connectops.models.admission import filled, given, rules
 from connectops.models.base import CamelModel, Condition, LocalObjectRef, SecretKeyRef, StatusModel
 from connectops.models.checks import LastCheck
 from connectops.models.interruption import Interruption
@@ -26,8 +28,8 @@ class ResetAction(StrEnum):
     RESTORE = "restore"
 
 
-#: Epoch milliseconds or an RFC 3339 date-time with its offset. The API server here has no CEL,
-#: so the schema bounds the text (pattern, maxLength) and the model bounds the value.
+#: Epoch milliseconds or an RFC 3339 date-time with its offset. The schema bounds the text
+#: (pattern, maxLength) and the model the value (calendar, range): no CEL rule parses it.
 TIMESTAMP_PATTERN: Final = (
     r"^([0-9]{1,15}|[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}"
     r"(\.[0-9]{1,9})?([Zz]|[+-][0-9]{2}:[0-9]{2}))$"
@@ -62,6 +64,18 @@ def timestamp_ms(text: str) -> int:
 
 
 SINK_ONLY_ACTIONS = frozenset({ResetAction.TO_EARLIEST, ResetAction.TO_LATEST, ResetAction.TO_TIMESTAMP})
+
+#: The most partitions one alter names. The spec is copied into the reset's status
+#: (executedSpec), whose whole is bounded by models.bounds.STATUS_MAX_BYTES, and client-side
+#: kubectl apply keeps another copy in an annotation (256 KiB for all of them): 1,000 entries
+#: of a usual partition shape are ~100 KiB. The bytes are bounded too (a partition map may be
+#: of any size).
+ALTER_MAX_ENTRIES: Final = 1000
+ALTER_MAX_BYTES: Final = 128 * 1024
+ALTER_ALTERNATIVE: Final = (
+    "split the change over several OffsetResets, or put the offsets in a ConfigMap in a backup's "
+    "format and use action restore with restoreFrom (which sets exactly those offsets, removing the others)"
+)
 
 
 class ResetStrategy(StrEnum):
@@ -111,6 +125,13 @@ class OffsetEntry(CamelModel):
 
 class KafkaClusterAccess(CamelModel):
     """How the operator reaches one of MirrorMaker 2's clusters (for its offset-syncs topic)."""
+
+    model_config = rules(
+        (
+            "!has(self.configFrom) || !has(self.config) || !self.configFrom.exists(k, k in self.config)",
+            "a Kafka setting is set in both config and configFrom",
+        )
+    )
 
     bootstrap_servers: str = Field(min_length=1, description="host:port[,host:port]")
     config: dict[str, str] = Field(
@@ -177,6 +198,34 @@ class MirrorMaker2(CamelModel):
 class OffsetResetSpec(CamelModel):
     """Reset, alter or restore a connector's offsets: stop, backup, reset, resume, verify."""
 
+    # What _coherent checks, at admission (timestamp_ms's calendar and range check stays there).
+    model_config = rules(
+        (
+            f"{given('connectorRef')} != ({given('connectorName')} || {given('mirrorMaker2')})",
+            "set exactly one of connectorRef, or connectorName/mirrorMaker2 with clusterRef",
+        ),
+        (
+            f"!({given('connectorName')} || {given('mirrorMaker2')}) || {given('clusterRef')}",
+            "connectorName and mirrorMaker2 need clusterRef",
+        ),
+        (f"self.action != 'alter' || {filled('offsets')}", "action alter needs a non-empty offsets list"),
+        (f"self.action == 'alter' || !{filled('offsets')}", "offsets are only used by action alter"),
+        (
+            f"!has(self.offsets) || size(self.offsets) <= {ALTER_MAX_ENTRIES}",
+            f"an alter takes at most {ALTER_MAX_ENTRIES} offsets; for more, {ALTER_ALTERNATIVE}",
+        ),
+        (f"self.action != 'toTimestamp' || {filled('timestamp')}", "action toTimestamp needs timestamp"),
+        (f"self.action != 'restore' || {filled('restoreFrom')}", "action restore needs restoreFrom"),
+        (
+            f"!{given('mirrorMaker2')} || !(self.action in {sorted(str(a) for a in SINK_ONLY_ACTIONS)})",
+            "actions toEarliest, toLatest and toTimestamp apply to sink connectors, not MirrorMaker 2",
+        ),
+        immutable=(
+            "an OffsetReset runs once as first written, so its spec cannot change: "
+            "create a new OffsetReset for a new reset"
+        ),
+    )
+
     connector_ref: LocalObjectRef | None = Field(
         default=None, description="The Connector object whose connector is reset."
     )
@@ -192,7 +241,12 @@ class OffsetResetSpec(CamelModel):
         description="auto: KIP-875 REST on 3.6+ workers, tombstones before; or force one.",
     )
     offsets: list[OffsetEntry] = Field(
-        default_factory=list, description="For alter: the partitions and their new offsets."
+        default_factory=list,
+        max_length=ALTER_MAX_ENTRIES,
+        description=(
+            f"For alter: the partitions and their new offsets (at most {ALTER_MAX_ENTRIES} entries and "
+            f"{ALTER_MAX_BYTES >> 10} KiB of them; for more, {ALTER_ALTERNATIVE})."
+        ),
     )
     timestamp: TimestampText | None = Field(
         default=None,
@@ -237,6 +291,12 @@ class OffsetResetSpec(CamelModel):
             raise ValueError("action alter needs a non-empty offsets list")
         if self.action != ResetAction.ALTER and self.offsets:
             raise ValueError("offsets are only used by action alter")
+        size = len(json.dumps([e.model_dump(mode="json") for e in self.offsets], separators=(",", ":")))
+        if size > ALTER_MAX_BYTES:
+            raise ValueError(
+                f"offsets take {size} bytes; an alter takes at most {ALTER_MAX_BYTES >> 10} KiB of them "
+                f"(and {ALTER_MAX_ENTRIES} entries); for more, {ALTER_ALTERNATIVE}"
+            )
         if self.action == ResetAction.TO_TIMESTAMP and not self.timestamp:
             raise ValueError("action toTimestamp needs timestamp")
         if self.timestamp:
@@ -253,6 +313,9 @@ class StepStatus(StatusModel):
     state: str = Field(default="Pending", description="Pending, Running, Done, Skipped or Failed.")
     attempts: int = Field(default=0, description="How many times the step was started.")
     started_at: str | None = Field(default=None, description="When the last attempt started.")
+    first_started_at: str | None = Field(
+        default=None, description="When the first attempt started: the step's deadline counts from here."
+    )
     finished_at: str | None = Field(default=None, description="When the step finished.")
     message: str | None = Field(default=None, description="What the step did or why it failed.")
 
@@ -307,6 +370,14 @@ class PlanConnector(StatusModel):
     kind: str = Field(description="source, sink, or a MirrorMaker 2 kind.")
     state: str = Field(description="Connect's state when inspected.")
     resume_to: str = Field(default="running", description="running, paused or stopped after the reset.")
+    managed_by: str | None = Field(default=None, description="The Connector object managing it, if any.")
+    managed_generation: int | None = Field(
+        default=None,
+        description=(
+            "That Connector's metadata.generation when inspected: a resume state other than its spec.state "
+            "is held while the generation stays this one; a later spec change wins."
+        ),
+    )
 
 
 class PlanConfig(StatusModel):
@@ -344,7 +415,19 @@ class ResetPlanStatus(StatusModel):
     worker_version: str | None = Field(default=None, description="Kafka Connect version of the worker.")
     configs: dict[str, PlanConfig] = Field(default_factory=dict, description="By connector: its kind, group, topic.")
     entries: dict[str, list[KipEntry]] = Field(
-        default_factory=dict, description="By connector: the KIP-875 entries written (alter and set-to actions)."
+        default_factory=dict,
+        description=(
+            "By connector: the KIP-875 entries written (alter and set-to actions); all of them, or, when "
+            "entriesConfigMap is set, the first 50 (the whole list is in that ConfigMap)."
+        ),
+    )
+    entry_counts: dict[str, int] = Field(default_factory=dict, description="By connector: how many entries.")
+    entries_config_map: str | None = Field(
+        default=None,
+        description=(
+            "The ConfigMap (owned by this reset, never replaced) holding every entry, when they are more than "
+            "status shows; a large plan continues in ConfigMaps it names."
+        ),
     )
     current: dict[str, list[KipEntry]] = Field(
         default_factory=dict,

@@ -34,7 +34,16 @@ NOT_SERVED = (
 #: on a SparkApplication that checks several connectors
 LABEL_BATCH = "connectops.io/batch"
 
-LAG_CODES = frozenset({"BURROW_ERR", "BURROW_WARN", "LAG_ABOVE_MAX", "LAG_WHILE_PAUSED_ABOVE_MAX", "NOT_CATCHING_UP"})
+LAG_CODES = frozenset(
+    {
+        "BURROW_ERR",
+        "BURROW_WARN",
+        "LAG_ABOVE_MAX",
+        "LAG_WHILE_PAUSED_ABOVE_MAX",
+        "NOT_CATCHING_UP",
+        "MIRROR_RECORDS_LOST",
+    }
+)
 #: verdicts that are fine given what the connector is meant to do: LagHealthy=True, this reason
 INTENT_VERDICTS = {"PAUSED": "PausedBySpec", "STOPPED": "StoppedBySpec", "CATCHING_UP": "CatchingUp"}
 BALANCE_CODES = frozenset(
@@ -409,6 +418,11 @@ def _manifest(
             "sparkVersion": settings.spark_version,
             "restartPolicy": {"type": "Never"},
             "timeToLiveSeconds": settings.ttl_seconds,
+            # Executors get their configuration from the driver's pod spec instead of a ConfigMap
+            # the driver creates and, at shutdown, deletes by label: the check's ServiceAccount
+            # then needs no list or delete on ConfigMaps, so it cannot remove the namespace's
+            # offset backups (Spark >= 3.2; KubernetesClusterSchedulerBackend skips both calls)
+            "sparkConf": {"spark.kubernetes.executor.disableConfigMap": "true"},
             "driver": driver,
             "executor": _resources(settings.executor, executor=True),
         },

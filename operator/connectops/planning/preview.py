@@ -25,6 +25,7 @@ from pydantic import BaseModel, ValidationError
 from connectops.models.base import GROUP
 from connectops.models.connect_cluster import ConnectClusterSpec
 from connectops.models.connector import ConnectorOffsets, ConnectorSpec, OnCreate
+from connectops.models.group_failover import GroupFailoverSpec
 from connectops.models.offset_reset import OffsetResetSpec, ResetAction
 from connectops.planning.connector import (
     Create,
@@ -41,6 +42,7 @@ SPECS: dict[str, type[BaseModel]] = {
     "ConnectCluster": ConnectClusterSpec,
     "Connector": ConnectorSpec,
     "OffsetReset": OffsetResetSpec,
+    "GroupFailover": GroupFailoverSpec,
 }
 #: a key whose value is not shown even when it is in the spec as plain text
 SENSITIVE = re.compile(r"(password|secret|token|credential|jaas|private|(^|[._])key($|[._]))", re.IGNORECASE)
@@ -221,6 +223,8 @@ def offline(doc: Document, spec: BaseModel | None, plan: ObjectPlan) -> ObjectPl
             plan.notes.append(f"alter: {len(moves)} partition(s) named: " + "; ".join(moves[:20]))
         else:
             plan.notes.append(f"{action}: which partitions move, and where, is read from Connect and the broker")
+    elif isinstance(spec, GroupFailoverSpec):
+        plan.notes.append(f"{spec.action} of group {spec.group}: its offsets are translated from the clusters")
     plan.notes.append("offline: what it would change in the cluster and in Connect is not known")
     return plan
 

@@ -128,7 +128,9 @@ class ClusterHandle:
             self._listing = None
             listed: Mapping[str, ListedConnector] | None = None
             try:
-                listed = await self.client.list_expanded()
+                # filtered as it is parsed once the claims are read (at a start, only after)
+                ready = settled is None or settled.is_set()
+                listed = await (self.client.list_expanded(keep) if ready else self.client.list_expanded())
             except ConnectError as exc:
                 log.info(
                     "ConnectCluster %s/%s: no expanded listing, connectors read one by one: %s",
@@ -386,6 +388,13 @@ class ClusterRegistry:
         (None: not resolved yet); it moves when a rotated Secret made a new client."""
         handle = self._handles.get((namespace, name))
         return handle.fingerprint if handle is not None else None
+
+    def drop(self, namespace: str, name: str) -> None:
+        """The ConnectCluster is deleted: nothing may resolve it from the cache any more; its
+        client is closed once calls already on it had time to end."""
+        handle = self.forget(namespace, name)
+        if handle is not None:
+            self._retire(handle.client)
 
     def forget(self, namespace: str, name: str) -> ClusterHandle | None:
         self._resolved_at.pop((namespace, name), None)

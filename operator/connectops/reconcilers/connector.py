@@ -34,7 +34,9 @@ from connectops.adapters.connect_rest import (
 )
 from connectops.adapters.kube import KubeClient, KubeError, KubeObjectMissing, Lock, SecretKeyMissing
 from connectops.errors import NotReadyYet, SpecInvalid, WorkerStarting
+from connectops.models import API_VERSION
 from connectops.models.base import epoch_of, iso_ms
+from connectops.models.bounds import STATUS_MAX_BYTES, STATUS_SAMPLE
 from connectops.models.checks import LastCheck
 from connectops.models.connect_cluster import Capabilities
 from connectops.models.connector import (
@@ -48,6 +50,7 @@ from connectops.models.connector import (
 )
 from connectops.models.interruption import InterruptionCause
 from connectops.planning import on_create as on_create_plan
+from connectops.planning import status_bounds
 from connectops.planning.checks import CheckContext, verdict_config_map
 from connectops.planning.connector import (
     FAILED,
@@ -79,9 +82,12 @@ from connectops.planning.verbs import RECONCILE, BadVerb, Restart, acted_on, pen
 from connectops.reconcilers import change_cost
 from connectops.reconcilers.change_cost import StatusFeed, watch_for
 from connectops.reconcilers.checks import CheckRunner, apply_check_conditions
+from connectops.reconcilers.claims import ClaimRecords
 from connectops.reconcilers.clusters import ClusterHandle, ClusterRegistry
 from connectops.reconcilers.common import Backoff, Conditions, EmitEvent, Outcome, each_object
+from connectops.reconcilers.mirror_loss import MirrorLossWatch
 from connectops.reconcilers.on_create import NewConnector, OffsetsOnCreate
+from connectops.reconcilers.reset_hold import hold_spec
 from connectops.reconcilers.reset_run import parse_holder
 from connectops.redact import Redactor
 from connectops.settings import Settings
@@ -211,6 +217,8 @@ class ConnectorReconciler:
         #: the latest check this process launched or read per object (see :meth:`_check`)
         self._last_checks: dict[str, LastCheck] = {}
         self._missing_version: dict[str, str] = {}
+        self._mirror_loss = MirrorLossWatch()
+        self._claims = ClaimRecords(kube, settings.claim_namespace)
 
     async def reconcile(
         self,
@@ -243,7 +251,7 @@ class ConnectorReconciler:
         status.conditions = conditions.items
         if obj.generation is not None:
             self._generations[obj.uid] = obj.generation
-        outcome.status = status.patch()
+        outcome.status = _storable(obj.status.patch(), status, conditions)
         return outcome
 
     async def _reconcile(
@@ -271,6 +279,7 @@ class ConnectorReconciler:
             )
             conditions.set("Ready", False, "InvalidSpec", "spec is invalid; nothing was applied")
             return None
+        spec = hold_spec(spec, obj.annotations, obj.generation, conditions)
         connector = spec.connector_name or obj.name
         status.connector_name = connector
         redactor = Redactor()
@@ -279,7 +288,7 @@ class ConnectorReconciler:
             cluster = handle = await self._clusters.resolve(obj.namespace, spec.cluster_ref.name)
             redactor.include(cluster.redactor)
             rivals, old_claims = claims
-            rival = await self._owned_elsewhere(obj, connector, cluster, rivals)
+            rival = await self._owned_elsewhere(obj, connector, cluster, rivals, status)
             if rival is not None:
                 message = conflict_message(connector, Claim(obj.namespace, obj.name, obj.uid, obj.created, ""), rival)
                 conditions.set("Ready", False, "NameConflict", message, event_on_change=True, warning=True)
@@ -336,17 +345,38 @@ class ConnectorReconciler:
         return None
 
     async def _owned_elsewhere(
-        self, obj: ConnectorObject, connector: str, cluster: ClusterHandle, rivals: Sequence[Claim]
+        self,
+        obj: ConnectorObject,
+        connector: str,
+        cluster: ClusterHandle,
+        rivals: Sequence[Claim],
+        status: ConnectorStatus | None = None,
     ) -> Claim | None:
-        """The older Connector object that owns this connector, or None when this one does
-        (rivals count when they reach the same Kafka cluster: :meth:`same_kafka_cluster`)."""
+        """The Connector object that owns this connector, or None when this one does: the
+        holder of the recorded claim (connectops.reconcilers.claims), else the oldest of the
+        rivals that reach the same Kafka cluster (:meth:`same_kafka_cluster`). ``status``: where
+        this object's claim is recorded, once it owns the connector."""
+        ttl = self._settings.capabilities_ttl_seconds
         others = [r for r in rivals if r.uid != obj.uid]
-        if not others:
-            return None
-        same = await self._clusters.same_kafka_cluster(cluster, others, self._settings.capabilities_ttl_seconds)
+        if not others and not self._claims.namespace:
+            return None  # alone, and no claim is recorded: nothing to ask anyone
         me = Claim(obj.namespace, obj.name, obj.uid, obj.created, cluster.name)
-        found = owner(me, same)
-        return None if found.uid == obj.uid else found
+        eldest = owner(me, await self._clusters.same_kafka_cluster(cluster, others, ttl)) if others else me
+        kafka_cluster = await cluster.kafka_cluster_id(ttl)
+        recorded = obj.status.claim
+        found = await self._claims.owner(me, kafka_cluster, connector, eldest, recorded, contested=bool(others))
+        if status is None:
+            return found
+        if found is not None:
+            if recorded is not None:
+                status.claim = None
+            return found
+        mine = self._claims.record(kafka_cluster, connector) if self._claims.namespace and kafka_cluster else None
+        if recorded is not None and recorded != mine:
+            # it names another connector (or another Kafka cluster) now: the old one is free
+            await self._claims.release(me, recorded)
+        status.claim = mine
+        return None
 
     async def _renamed_claims(
         self, spec: ConnectorSpec, cluster: ClusterHandle, claims: Sequence[Claim]
@@ -465,6 +495,7 @@ class ConnectorReconciler:
         if state is not None:
             await self._restarts(obj, spec, cluster, connector, state, book_raw, status, emit)
         await self._check(obj, spec, connector, cluster, plan.actions, conditions, status)
+        await self._mirror_loss.look(client, connector, desired, obj.annotations, obj.status, status, conditions)
         if watch is not None and feed is not None:
             # after the check is launched: the check follows the change, not the end of its watch
             await self._settle(client, connector, spec, watch, feed)
@@ -793,7 +824,7 @@ class ConnectorReconciler:
             launched = await self._checks.request(
                 namespace=obj.namespace,
                 owner={
-                    "apiVersion": "connectops.io/v1alpha1",
+                    "apiVersion": API_VERSION,
                     "kind": "Connector",
                     "metadata": {"name": obj.name, "uid": obj.uid},
                 },
@@ -887,15 +918,17 @@ class ConnectorReconciler:
             status.worker_id = None
             status.connector_version = None
             status.tasks = []
+            status.tasks_omitted = None
             status.tasks_running = None
             return
         status.connector_state = state.state
         status.worker_id = state.worker_id
         status.connector_version = state.version
+        shown = status_bounds.shown_tasks(state.tasks, STATUS_SAMPLE)
         status.tasks = [
-            TaskStatus(id=t.id, state=t.state, worker_id=t.worker_id, version=t.version, trace=t.trace)
-            for t in state.tasks
+            TaskStatus(id=t.id, state=t.state, worker_id=t.worker_id, version=t.version, trace=t.trace) for t in shown
         ]
+        status.tasks_omitted = len(state.tasks) - len(shown) or None
         running = sum(1 for t in state.tasks if t.state == "RUNNING")
         status.tasks_running = f"{running}/{len(state.tasks)}"
 
@@ -913,8 +946,10 @@ class ConnectorReconciler:
         return lock
 
     async def delete(self, obj: ConnectorObject, emit: EmitEvent, *, rivals: Sequence[Claim] = ()) -> None:
-        """Remove the connector from Connect. A vanished ConnectCluster cannot be reached any
-        more, so the finalizer is released with a warning instead of blocking deletion forever."""
+        """Remove the connector from Connect, then give up the object's claim on it (not before:
+        a rival that took the claim over would create the connector again under this delete). A
+        vanished ConnectCluster cannot be reached any more, so the finalizer is released with a
+        warning instead of blocking deletion forever."""
         for memo in (
             self._last_checks,
             self._books,
@@ -922,9 +957,15 @@ class ConnectorReconciler:
             self._ready_since,
             self._failing_since,
             self._generations,
+            self._missing_plugin,
+            self._missing_version,
         ):
             memo.pop(obj.uid, None)
         self._checks.batches.withdraw(obj.uid)
+        await self._delete(obj, emit, rivals)
+        await self._claims.release(Claim(obj.namespace, obj.name, obj.uid, obj.created, ""), obj.status.claim)
+
+    async def _delete(self, obj: ConnectorObject, emit: EmitEvent, rivals: Sequence[Claim]) -> None:
         try:
             spec = ConnectorSpec.model_validate(obj.spec)
         except ValidationError:
@@ -1015,6 +1056,30 @@ class ConnectorReconciler:
             if await self._clusters.same_kafka_cluster(cluster, [claim], ttl):
                 return claim.name
         return None
+
+
+def _storable(stored: Mapping[str, Any], status: ConnectorStatus, conditions: Conditions) -> dict[str, Any]:
+    """The status patch, shed of its largest fields when the status it leaves would be over the
+    bound: what remains, its conditions above all, is then stored and says what was left out."""
+    size = status_bounds.size_of({**stored, **status.patch()})
+    if size <= STATUS_MAX_BYTES:
+        if conditions.get("StatusComplete") is not None:
+            conditions.set("StatusComplete", True, "Fits", "the whole status is stored")
+            status.conditions = conditions.items
+        return status.patch()
+    conditions.set(
+        "StatusComplete",
+        False,
+        "StatusTooLarge",
+        f"the status would be {size} bytes, over the {STATUS_MAX_BYTES}-byte bound: its largest fields are "
+        "left out (those that are null)",
+        event_on_change=True,
+        warning=True,
+    )
+    status.conditions = conditions.items
+    patch = status.patch()
+    shed, _ = status_bounds.shed({**stored, **patch}, STATUS_MAX_BYTES)
+    return {k: v for k, v in shed.items() if k in patch or v is None}
 
 
 def _reconcile_paused(obj: ConnectorObject, conditions: Conditions) -> bool:

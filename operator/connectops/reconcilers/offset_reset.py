@@ -17,7 +17,7 @@ spec that is executed is snapshotted into status at the start: a finished (or ru
 immutable, and later spec edits are reported, not obeyed.
 
 Where things live: this module is the driver, the stop/resume/verify steps and the failure path
-(kept together, about 1000 lines, because the failure path decides between resuming and staying
+(kept together, about 1100 lines, because the failure path decides between resuming and staying
 stopped with those same steps, and reads the offsets back to decide it; verify also measures
 what the reset cost, from the same polls);
 ``reset_lock`` takes and releases the lock, ``reset_inspect`` plans, ``reset_backup`` keeps
@@ -51,7 +51,7 @@ from connectops.adapters.kube import (
 )
 from connectops.errors import NotReadyYet, ReferenceInvalid, SpecInvalid
 from connectops.failures import ConnectopsError
-from connectops.models import GROUP
+from connectops.models import API_VERSION
 from connectops.models.base import epoch_of, iso_ms
 from connectops.models.checks import CheckSpec
 from connectops.models.connector import ConnectorSpec
@@ -61,6 +61,7 @@ from connectops.models.offset_reset import (
     OffsetResetStatus,
     OffsetsTopicLocation,
     ResetAction,
+    ResetStrategy,
     ResumePolicy,
     StepStatus,
 )
@@ -77,7 +78,14 @@ from connectops.planning.offset_reset import (
     step_rank,
 )
 from connectops.planning.ownership import Claim
-from connectops.reconcilers import reset_consumer_group, reset_mm2, reset_rest, reset_tombstone
+from connectops.planning.reset_deadlines import (
+    INTERRUPTIBLE,
+    STEP_DEADLINE_SECONDS,
+    deadline_message,
+    seconds_left,
+)
+from connectops.planning.resume_hold import ResumeHold, needs_hold, resume_target
+from connectops.reconcilers import reset_consumer_group, reset_mm2, reset_plan_store, reset_rest, reset_tombstone
 from connectops.reconcilers.checks import CheckRunner, apply_check_conditions
 from connectops.reconcilers.clusters import ClusterHandle, ClusterRegistry
 from connectops.reconcilers.common import Backoff, Conditions, EmitEvent, both, each_object
@@ -186,9 +194,12 @@ class OffsetResetExecutor:
         max_step_attempts: int = 8,
         stop_timeout: float = 90.0,
         kafka_factory: KafkaFactory = KafkaOffsets,
+        step_deadlines: Mapping[Step, float] = STEP_DEADLINE_SECONDS,
     ) -> None:
         """``kafka_factory`` builds the Kafka access of a ConnectCluster with ``spec.kafka``
-        (tests pass one that returns an in-memory double)."""
+        (tests pass one that returns an in-memory double); ``step_deadlines``: how long each
+        step may take over all its attempts (:mod:`planning.reset_deadlines`)."""
+        self._deadlines = step_deadlines
         self._checks = checks
         self._kafka_factory = kafka_factory
         self._kube = kube
@@ -516,7 +527,7 @@ class OffsetResetExecutor:
             attempts = run.step(step).attempts
             started = time.monotonic()
             try:
-                message = await actions[step](run)
+                message = await self._within_deadline(run, step, actions[step])
             except StepFailed as exc:
                 await self._fail(run, step, str(exc), unsafe=exc.unsafe_to_resume)
                 return
@@ -542,7 +553,7 @@ class OffsetResetExecutor:
                         step,
                         said,
                         # the Kafka-side strategies' writes are all recorded: unsafe once one may have landed
-                        unsafe=step is Step.RESET and run.plan.strategy == "tombstone" and changed(run),
+                        unsafe=step is Step.RESET and run.plan.strategy == ResetStrategy.TOMBSTONE and changed(run),
                     )
                     return
                 run.set_step(step, message=f"attempt {attempts} failed: {text}")
@@ -565,6 +576,33 @@ class OffsetResetExecutor:
             else:
                 await self._store(run)
             failpoints.hit(str(finished), "done")
+
+    async def _within_deadline(self, run: Run, step: Step, action: Callable[[Run], Awaitable[str]]) -> str:
+        """One attempt of ``step``, within what is left of the step's deadline
+        (:mod:`planning.reset_deadlines`); past it, StepFailed with the reason (the failure
+        path then resumes the connectors or keeps them stopped, as for any failed step)."""
+        entry = run.step(step)
+        seconds = self._deadlines.get(step, STEP_DEADLINE_SECONDS[step])
+        left = seconds_left(step, epoch_of(entry.first_started_at), time.time(), self._deadlines)
+        # the message of the attempt before this one: what kept the step from finishing
+        failed_before = f"attempt {entry.attempts - 1} failed: "
+        retried = (entry.message or "").startswith(failed_before)
+        last = (entry.message or "").removeprefix(failed_before) if retried else None
+        # A step that changes offsets is not given up for time an operator spent down (a crash
+        # mid-attempt leaves no failed attempt): run again, it finishes what it began; given up,
+        # it would leave the connector stopped. Past its deadline, a failed attempt is not retried.
+        if left <= 0 and (step in INTERRUPTIBLE or retried):
+            raise StepFailed(deadline_message(step, seconds, entry.attempts - 1, last))
+        if step not in INTERRUPTIBLE:
+            return await action(run)
+        timer = asyncio.timeout(max(left, 0.0))
+        try:
+            async with timer:
+                return await action(run)
+        except TimeoutError:
+            if not timer.expired():
+                raise
+            raise StepFailed(deadline_message(step, seconds, entry.attempts, last)) from None
 
     def _begin_next(self, run: Run, after: Step | None) -> Step | None:
         """Marks the step after ``after`` that is to run as Running (its attempt counted, its
@@ -590,7 +628,14 @@ class OffsetResetExecutor:
             if step is Step.OFFSET_SYNCS and str(step) not in run.plan.steps:
                 run.set_step(step, state="Skipped", message="no MirrorMaker 2 offset-syncs cleanup")
                 continue
-            run.set_step(step, state="Running", attempts=run.step(step).attempts + 1, started_at=iso_ms(time.time()))
+            now = iso_ms(time.time())
+            run.set_step(
+                step,
+                state="Running",
+                attempts=run.step(step).attempts + 1,
+                started_at=now,
+                first_started_at=run.step(step).first_started_at or now,
+            )
             run.status.current_step = str(step)
             if step is Step.STOP and run.status.stopped_at is None:
                 # written before the stop call: a rerun of the step (the connector already
@@ -615,7 +660,12 @@ class OffsetResetExecutor:
             )
         else:
             run.status.phase = "Succeeded"
-            conditions.set("Succeeded", True, "Completed", f"offset {run.spec.action} completed", event_on_change=True)
+            resumed = run.step(Step.RESUME).message or ""
+            # a held or overridden resume state is part of the outcome: what the connector does next
+            extra = f"; {resumed}" if "(held:" in resumed or "spec changed during the reset" in resumed else ""
+            conditions.set(
+                "Succeeded", True, "Completed", f"offset {run.spec.action} completed{extra}", event_on_change=True
+            )
             await self._launch_check(run, body, conditions)
         run.status.current_step = None
         run.status.conditions = conditions.items
@@ -641,7 +691,7 @@ class OffsetResetExecutor:
         launched = await self._checks.launch(
             namespace=run.namespace,
             owner={
-                "apiVersion": body.get("apiVersion", f"{GROUP}/v1alpha1"),
+                "apiVersion": body.get("apiVersion", API_VERSION),
                 "kind": "OffsetReset",
                 "metadata": {"name": run.name, "uid": run.uid},
             },
@@ -740,7 +790,7 @@ class OffsetResetExecutor:
             else:
                 offsets = offsets_outcome(run.step(Step.RESET), str(run.spec.action), backup, changed=changed(run))
             try:
-                await self._resume(run)
+                await self._resume(run, hold=False)
                 detail = f"{message}. {offsets}; the connector(s) were resumed"
             except ConnectError as exc:
                 resume_error = exc
@@ -819,7 +869,7 @@ class OffsetResetExecutor:
             spec["resume"] = first.resume_to if first is not None else "running"
         name = f"{run.name[:200]}-restore-{run.uid[:8]}"
         manifest = {
-            "apiVersion": f"{GROUP}/v1alpha1",
+            "apiVersion": API_VERSION,
             "kind": "OffsetReset",
             "metadata": {"name": name, "namespace": run.namespace},
             "spec": spec,
@@ -834,7 +884,7 @@ class OffsetResetExecutor:
         cluster_name, _ = await self._target(meta["namespace"], spec)
         cluster = await self._clusters.resolve(meta["namespace"], cluster_name, max_age=0)
         run = Run(meta["namespace"], meta["name"], meta["uid"], meta.get("generation"), status, spec, cluster, emit)
-        said = await self._resume(run)
+        said = await self._resume(run, hold=False)
         run.history(f"resumed after the failure: {said}")
         run.status.pending_resume = None
         conditions = Conditions(run.status.conditions, run.generation, emit)
@@ -911,7 +961,7 @@ class OffsetResetExecutor:
 
     def _strategy(self, run: Run, connector: str) -> Strategy:
         """The module that changes this connector's offsets (one per strategy; see their docstrings)."""
-        if run.plan.strategy == "rest":
+        if run.plan.strategy == ResetStrategy.REST:
             return reset_rest
         return reset_consumer_group if run.kind(connector) == "sink" else reset_tombstone
 
@@ -921,7 +971,7 @@ class OffsetResetExecutor:
             return await self._restore(run)
         done = []
         for connector in run.connectors:
-            entries = run.plan.entries_for(connector)
+            entries = await reset_plan_store.entries(self._kube, run, connector)
             if action is not ResetAction.RESET and not entries:
                 continue
             await self._strategy(run, connector).reset(self._changes, run, connector, action, entries)
@@ -953,23 +1003,61 @@ class OffsetResetExecutor:
                     shown = "missing" if state is None else f"{state.state} with {len(state.tasks)} task(s)"
                     raise NotReadyYet(f"{connector} is {shown}, not STOPPED with no tasks: not backed up")
         said = await self._backups.take(run)
+        if run.plan.entries_config_map is not None:
+            # a set-to action's scope counts the whole plan: read back by a rerun
+            await reset_plan_store.entries(self._kube, run, run.connectors[0])
         publish_current(run, run.offsets_read, as_of="stop")
         return said
 
     async def _offset_syncs(self, run: Run) -> str:
         return await reset_mm2.clean_offset_syncs(run)
 
-    async def _resume(self, run: Run) -> str:
+    async def _resume(self, run: Run, *, hold: bool = True) -> str:
+        """Return the connectors to their planned state. ``hold=False`` (after a failure): a
+        resume state the Connector's spec does not say is not held, its spec applies again."""
         client = run.cluster.client
         said = []
         for connector in run.connectors:
-            target = run.plan.resume_to(connector)
+            target, note = await self._resume_target(run, connector) if hold else (run.plan.resume_to(connector), "")
             if target == "running":
                 await client.resume(connector)
             elif target == "paused":
                 await client.pause(connector)
-            said.append(f"{connector} -> {target}")
+            said.append(f"{connector} -> {target}{note}")
         return "; ".join(said)
+
+    async def _resume_target(self, run: Run, connector: str) -> tuple[str, str]:
+        """The state the connector returns to, and what the reset says about it beyond the state.
+
+        A connector its Connector object manages is read again here: a spec changed while the
+        reset ran wins over the reset's plan; a resume state the spec does not say is held on
+        the object (:mod:`planning.resume_hold`) before the connector is left in it, so that
+        what the reset reports is what the connector does after the unlock."""
+        planned = run.plan.resume_to(connector)
+        entry = next((c for c in run.plan.connectors if c.name == connector), None)
+        if entry is None or entry.managed_by is None:
+            return planned, ""
+        obj = await self._kube.custom_object(run.namespace, "connectors", entry.managed_by)
+        generation = obj.get("metadata", {}).get("generation")
+        try:
+            state_now: str | None = str(ConnectorSpec.model_validate(obj.get("spec") or {}).state)
+        except ValidationError:
+            state_now = None
+        target, as_planned = resume_target(planned, entry.managed_generation, generation, state_now)
+        if not as_planned:
+            entry.resume_to = target
+            return target, (
+                f" (Connector {entry.managed_by}'s spec changed during the reset, generation "
+                f"{entry.managed_generation} -> {generation}: its spec.state {target} wins over resume: {planned})"
+            )
+        if isinstance(generation, int) and needs_hold(str(run.spec.resume), state_now):
+            hold = ResumeHold(reset=run.name, generation=generation, state=target)
+            await self._kube.annotate(run.namespace, "connectors", entry.managed_by, hold.annotation())
+            return target, (
+                f" (held: Connector {entry.managed_by} keeps it {target} until its spec changes; "
+                f"its spec.state is {state_now})"
+            )
+        return target, ""
 
     async def _verify(self, run: Run) -> str:
         """The connectors reached the state they were returned to (running with tasks, etc.);
@@ -1019,7 +1107,6 @@ class OffsetResetExecutor:
 
 def _state_after(spec: OffsetResetSpec, connector: ConnectorSpec | None) -> str:
     """The state the reset leaves the connector in: its ``resume`` policy, else the Connector's spec."""
-    # the models keep enum values as plain strings (use_enum_values)
-    if str(spec.resume) != ResumePolicy.DESIRED.value:
+    if spec.resume != ResumePolicy.DESIRED:
         return str(spec.resume)
     return "running" if connector is None else str(connector.state)

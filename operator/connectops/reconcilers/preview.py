@@ -16,17 +16,25 @@ from pydantic import ValidationError
 
 from connectops.adapters.addresses import api_server_endpoints
 from connectops.adapters.connect_rest import ConnectError
+from connectops.adapters.kafka import KafkaOffsetsError
 from connectops.adapters.kube import KubeClient, KubeError, KubeObjectMissing, SecretKeyMissing
 from connectops.errors import SpecInvalid
 from connectops.models.connector import ConnectorSpec
+from connectops.models.group_failover import GroupFailoverSpec
 from connectops.models.offset_reset import OffsetResetSpec, ResetAction
 from connectops.planning.connector import RestartBook, plan_connector, render_config
 from connectops.planning.preview import SPECS, Document, ObjectPlan, connector_changes, reset_moves, validate
 from connectops.reconcilers.clusters import ClusterHandle, ClusterRegistry
 from connectops.reconcilers.connector import observe
+from connectops.reconcilers.group_failover import GroupFailoverReconciler
 from connectops.settings import Settings
 
-PLURALS = {"ConnectCluster": "connectclusters", "Connector": "connectors", "OffsetReset": "offsetresets"}
+PLURALS = {
+    "ConnectCluster": "connectclusters",
+    "Connector": "connectors",
+    "OffsetReset": "offsetresets",
+    "GroupFailover": "groupfailovers",
+}
 
 
 def _normalised(kind: str, spec: dict[str, Any]) -> dict[str, Any]:
@@ -61,7 +69,13 @@ class Previewer:
                         await self._connector(doc, spec, plan)
                     elif isinstance(spec, OffsetResetSpec):
                         await self._reset(doc, spec, plan, in_files)
-                except (KubeError, ConnectError, SpecInvalid) as exc:
+                    elif isinstance(spec, GroupFailoverSpec):
+                        changes, refused = await GroupFailoverReconciler(self._kube, self._clusters).preview(
+                            spec, doc.namespace
+                        )
+                        plan.changes.extend(changes)
+                        plan.errors.extend(refused)
+                except (KubeError, ConnectError, SpecInvalid, KafkaOffsetsError) as exc:
                     plan.errors.append(str(exc))
             plans.append(plan)
         return plans

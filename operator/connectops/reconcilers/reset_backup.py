@@ -3,7 +3,8 @@
 A backup is a ConfigMap ``connectops-backup-<reset>-<hash>`` in the reset's namespace, not owned
 by the reset (deleting the reset keeps it). It holds the KIP-875 offsets of every connector, plus
 on the tombstone path the raw offsets-topic records (key and value bytes, base64) or the sink's
-group offsets; above 700 KiB it is gzipped into binaryData. It is read after the connector is
+group offsets; above 700 KiB it is gzipped into binaryData, and above what one ConfigMap holds
+the gzipped document is kept in pieces (:mod:`reconcilers.reset_chunks`). It is read after the connector is
 STOPPED with no tasks (the step runs after the stop): its tasks commit their position as they
 stop, and a read before that can trail it by up to the flush interval (60 s by default).
 
@@ -30,8 +31,9 @@ from connectops.adapters.kafka import OffsetRecord, parse_offset_key
 from connectops.adapters.kube import KubeClient, KubeError, KubeForbidden, KubeObjectMissing, KubeUnavailable
 from connectops.models import GROUP
 from connectops.models.base import utcnow_iso
-from connectops.models.offset_reset import BackupStatus
+from connectops.models.offset_reset import BackupStatus, ResetStrategy
 from connectops.planning.offset_reset import PlanError
+from connectops.reconcilers import reset_chunks
 from connectops.reconcilers.common import each
 from connectops.reconcilers.reset_changes import OffsetChanges
 from connectops.reconcilers.reset_run import Run, StepFailed, backup_name
@@ -40,6 +42,10 @@ from connectops.reconcilers.reset_run import Run, StepFailed, backup_name
 INLINE_LIMIT = 700 * 1024
 #: the most a backup may inflate to (a 1 MiB ConfigMap of offsets JSON compresses ~10-20x)
 INFLATED_LIMIT = 64 << 20
+#: how much larger than its offsets a tombstone-path backup is compressed, at most: the raw
+#: records (base64 keys and values) compress less than the JSON (2.3 times the offsets alone for
+#: 20,000 FileStreamSource-shaped partitions, with short or hash-long names: 4 leaves a margin)
+RECORDS_FACTOR = 4
 
 
 def record_json(record: OffsetRecord) -> dict[str, Any]:
@@ -97,7 +103,7 @@ class BackupStore:
             kind = run.kind(connector)
             entry: dict[str, Any] = {"kind": kind, "offsets": run.offsets_read[connector]}
             total += len(entry["offsets"])
-            if run.plan.strategy == "tombstone" and run.kafka is not None:
+            if run.plan.strategy == ResetStrategy.TOMBSTONE and run.kafka is not None:
                 if kind == "sink":
                     entry["group"] = run.group(connector)
                     offsets = await asyncio.to_thread(run.kafka.group_offsets, run.group(connector))
@@ -163,6 +169,23 @@ class BackupStore:
             if isinstance(entry, dict) and isinstance(entry.get("offsets"), list):
                 run.offsets_read[connector] = entry["offsets"]
 
+    def check_storable(self, run: Run, offsets: dict[str, list[dict[str, Any]]]) -> None:
+        """Before the stop, from the offsets the connectors have now (the stop adds at most
+        their last commit): a backup that could not be stored is refused here, when nothing is
+        stopped yet. On the tombstone path the backup also holds the raw offsets-topic
+        records, which compress less: counted as :data:`RECORDS_FACTOR` times the offsets."""
+        document = json.dumps({"connectors": offsets}, sort_keys=True).encode()
+        estimate = len(reset_chunks.compress(document))
+        if run.plan.strategy == ResetStrategy.TOMBSTONE:
+            estimate *= RECORDS_FACTOR
+        needed = reset_chunks.pieces_needed(estimate)
+        if needed > reset_chunks.MAX_CHUNKS:
+            total = sum(len(v) for v in offsets.values())
+            raise PlanError(
+                f"the backup of {total} partition offsets would take about {estimate >> 10} KiB compressed, "
+                f"{needed} ConfigMaps, more than the {reset_chunks.MAX_CHUNKS} a backup may take; nothing was changed"
+            )
+
     async def check_writable(self, run: Run) -> None:
         """Before the stop: a backup that could not be written would fail the backup step with
         the connector stopped. A dry-run create asks the API server now (the operator's RBAC,
@@ -210,7 +233,11 @@ class BackupStore:
         binary: dict[str, str] | None = None
         if len(document) > INLINE_LIMIT:
             data = None
-            binary = {"backup.json.gz": base64.b64encode(gzip.compress(document.encode())).decode()}
+            packed = gzip.compress(document.encode())
+            binary = {"backup.json.gz": base64.b64encode(packed).decode()}
+            if len(packed) > reset_chunks.CHUNK_BYTES:
+                # more than one ConfigMap holds: in pieces (reconcilers.reset_chunks)
+                return await self._create_chunked(run, name, document)
         created = await self._kube.create_config_map(
             run.namespace,
             name,
@@ -230,11 +257,40 @@ class BackupStore:
             raise StepFailed(f"ConfigMap {name} exists and is not this reset's backup; nothing was changed")
         return annotations.get(READ_AFTER_STOP) == "true"
 
+    async def _create_chunked(self, run: Run, name: str, document: str) -> bool | None:
+        try:
+            written = await reset_chunks.write(
+                self._kube,
+                run.namespace,
+                name,
+                document.encode(),
+                labels=self._labels(run),
+                annotations=self._annotations(run),
+                owner=None,  # a backup outlives its reset
+            )
+        except reset_chunks.TooLarge as exc:
+            raise StepFailed(f"the backup cannot be stored: {exc}; nothing was changed") from None
+        if written.created:
+            return None
+        existing = await self._kube.config_map(run.namespace, name)
+        annotations = (existing.metadata.annotations if existing.metadata else None) or {}
+        if annotations.get(f"{GROUP}/offset-reset-uid") != run.uid:
+            raise StepFailed(f"ConfigMap {name} exists and is not this reset's backup; nothing was changed")
+        return annotations.get(READ_AFTER_STOP) == "true"
+
     async def read(self, namespace: str, name: str) -> dict[str, Any]:
         try:
             cm = await self._kube.config_map(namespace, name)
+            if reset_chunks.is_chunked(cm):
+                text = await reset_chunks.read(self._kube, namespace, name)
+                doc = json.loads(text)
+                if not isinstance(doc, dict):
+                    raise StepFailed(f"ConfigMap {name} is not a connectops offsets backup")
+                return doc
         except KubeError as exc:
             raise StepFailed(f"backup ConfigMap {name}: {exc}") from None
+        except (reset_chunks.ChunksInvalid, ValueError) as exc:
+            raise StepFailed(f"ConfigMap {name} is not a readable connectops offsets backup: {exc}") from None
         try:
             if cm.data and "backup.json" in cm.data:
                 doc = json.loads(cm.data["backup.json"])
@@ -265,7 +321,7 @@ class BackupStore:
             saved = saved_all.get(connector)
             if not isinstance(saved, dict) or not isinstance(saved.get("offsets"), list):
                 raise PlanError(f"backup {source} holds no offsets for {connector}")
-            if run.plan.strategy != "tombstone" or run.kind(connector) == "sink":
+            if run.plan.strategy != ResetStrategy.TOMBSTONE or run.kind(connector) == "sink":
                 continue
             topics = set(self._changes.offsets_topics(run, connector))
             try:

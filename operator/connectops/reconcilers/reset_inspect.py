@@ -21,6 +21,7 @@ from pydantic import ValidationError
 
 from connectops.adapters.connect_rest import ConnectNotFound
 from connectops.adapters.kube import KubeClient
+from connectops.models.bounds import STATUS_SAMPLE
 from connectops.models.connector import ConnectorSpec
 from connectops.models.offset_reset import PlanConfig, PlanScope, ResetAction, ResetPlanStatus, timestamp_ms
 from connectops.planning.offset_reset import (
@@ -33,7 +34,7 @@ from connectops.planning.offset_reset import (
     sink_group,
     untouched,
 )
-from connectops.reconcilers import reset_mm2
+from connectops.reconcilers import reset_mm2, reset_plan_store
 from connectops.reconcilers.common import both, each, each_object, unwrap
 from connectops.reconcilers.reset_backup import BackupStore
 from connectops.reconcilers.reset_run import Run
@@ -56,8 +57,9 @@ class Inspector:
             run.cluster.capabilities(0.0),
             self._managed_specs(run),
             each(both(client.get_connector(c), client.get_status(c)) for c in run.connectors),
-            # only a dry run shows offsets read now: a reset reads them after the stop
-            each(current_offsets(run, c) for c in run.connectors) if dry_run else _nothing(),
+            # a dry run shows the offsets read now; a reset reads them after the stop, and
+            # counts them now to refuse, before the stop, a backup that could not be stored
+            each(current_offsets(run, c) for c in run.connectors),
             self._offsets_topic_present(run),
             _done() if dry_run else self._backups.check_writable(run),
             return_exceptions=True,
@@ -86,6 +88,10 @@ class Inspector:
         plan = plan_reset(run.spec, targets, caps, has_kafka_access=run.kafka is not None, other_flows=flows)
         published = ResetPlanStatus.model_validate(plan.summary())
         published.worker_version = version
+        for entry in published.connectors:
+            owner = managed.get(entry.name)
+            if owner is not None:
+                entry.managed_by, entry.managed_generation = owner[0], owner[2]
         published.configs = {
             t.name: PlanConfig(
                 kind=str(t.kind),
@@ -94,13 +100,18 @@ class Inspector:
             )
             for t in targets
         }
-        published.entries = {k: [e.model_dump(mode="json") for e in v] for k, v in plan.entries.items()}
+        entries = {k: [e.model_dump(mode="json") for e in v] for k, v in plan.entries.items()}
         if is_set_to(run):
-            published.entries = await self._sink_target_offsets(run, targets)
+            entries = await self._sink_target_offsets(run, targets)
         run.status.plan = published
+        # before anything is stopped: a plan or a backup that could not be stored is refused here
+        await reset_plan_store.publish(self._kube, run, entries)
+        read_now = dict(zip(run.connectors, unwrap(offsets), strict=True))
         if dry_run:
             # the connector runs on: as of its last commit (the dry run's outcome says so)
-            publish_current(run, dict(zip(run.connectors, unwrap(offsets), strict=True)), as_of="lastCommit")
+            publish_current(run, read_now, as_of="lastCommit")
+        else:
+            self._backups.check_storable(run, read_now)
         if run.spec.action == ResetAction.RESTORE:
             # before anything is stopped: a backup that is not this connector's own is refused here
             self._backups.check(run, await self._backups.read(run.namespace, run.spec.restore_from or ""))
@@ -143,9 +154,10 @@ class Inspector:
                 "offset.storage.topic; nothing was changed"
             )
 
-    async def _managed_specs(self, run: Run) -> dict[str, tuple[str, ConnectorSpec]]:
-        """Connector objects of this namespace on the reset's ConnectCluster, by connector name."""
-        out: dict[str, tuple[str, ConnectorSpec]] = {}
+    async def _managed_specs(self, run: Run) -> dict[str, tuple[str, ConnectorSpec, int | None]]:
+        """Connector objects of this namespace on the reset's ConnectCluster, by connector name:
+        the object's name, its spec and its generation."""
+        out: dict[str, tuple[str, ConnectorSpec, int | None]] = {}
         async for obj in each_object(self._kube.custom_object_pages("connectors", run.namespace)):
             try:
                 spec = ConnectorSpec.model_validate(obj.get("spec") or {})
@@ -153,7 +165,8 @@ class Inspector:
                 continue
             name = str(obj["metadata"]["name"])
             if spec.cluster_ref.name == run.cluster.name:
-                out[spec.connector_name or name] = (name, spec)
+                generation = obj["metadata"].get("generation")
+                out[spec.connector_name or name] = (name, spec, generation if isinstance(generation, int) else None)
         return out
 
     async def _sink_target_offsets(self, run: Run, targets: list[TargetConnector]) -> dict[str, list[dict[str, Any]]]:
@@ -190,10 +203,6 @@ class Inspector:
         return out
 
 
-async def _nothing() -> list[list[dict[str, Any]]]:
-    return []
-
-
 async def _done() -> None:
     return None
 
@@ -216,25 +225,31 @@ def publish_current(run: Run, current: dict[str, list[dict[str, Any]]], *, as_of
     connector stopped: what the backup holds) or ``lastCommit`` (a dry run: the connector runs).
     A set-to action's scope (what it leaves alone) is counted from the same read."""
     plan = run.plan
-    plan.current = {k: v[:50] for k, v in current.items()}
+    plan.current = {k: v[:STATUS_SAMPLE] for k, v in current.items()}
     plan.current_counts = {k: len(v) for k, v in current.items()}
     plan.current_as_of = as_of
     if is_set_to(run):
-        plan.scope = {c: _scope(run, plan.entries_for(c), current.get(c, [])) for c in run.connectors}
+        # the whole entries: inspect holds them, a rerun read them back (the backup step does)
+        planned = run.entries if run.entries is not None else {c: plan.entries_for(c) for c in run.connectors}
+        plan.scope = {c: _scope(run, planned.get(c, []), current.get(c, [])) for c in run.connectors}
 
 
 def _scope(run: Run, entries: list[dict[str, Any]], current: list[dict[str, Any]]) -> PlanScope:
     """What a set-to action touches and what it leaves alone, for the plan (and the dry run)."""
     topics = sorted({str(e["partition"]["kafka_topic"]) for e in entries})
     kept = untouched(entries, current)
+    kept_topics = sorted({str(e["partition"].get("kafka_topic")) for e in kept})
+    more = len(topics) - STATUS_SAMPLE
     return PlanScope(
-        topics=topics,
+        # bounded: a sink may read hundreds of topics (the description counts them all)
+        topics=topics[:STATUS_SAMPLE],
         all_topics=not run.spec.topics,
         partitions=len(entries),
         untouched_partitions=len(kept),
-        untouched_topics=sorted({str(e["partition"].get("kafka_topic")) for e in kept}),
+        untouched_topics=kept_topics[:STATUS_SAMPLE],
         description=(
             f"{'every topic the connector reads' if not run.spec.topics else 'only the topics named'}: "
-            f"{', '.join(topics) or 'none'}; {len(kept)} other committed partition offset(s) stay as they are"
+            f"{', '.join(topics[:STATUS_SAMPLE]) or 'none'}{f' and {more} more' if more > 0 else ''}; "
+            f"{len(kept)} other committed partition offset(s) stay as they are"
         ),
     )

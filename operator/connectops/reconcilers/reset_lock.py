@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from connectops.adapters.kube import KubeClient, KubeError, KubeObjectMissing, LockHeld
-from connectops.models import GROUP
+from connectops.models import API_VERSION
 from connectops.models.offset_reset import OffsetResetStatus, ResetAction
 from connectops.reconcilers.reset_run import PLURAL, Run, lock_holder, parse_holder
 
@@ -36,7 +36,7 @@ class ResetLocks:
         holder = lock_holder(run.namespace, run.name, run.uid)
         # an owner in another namespace would have the garbage collector delete the Lease at once
         owner = (
-            {"apiVersion": f"{GROUP}/v1alpha1", "kind": "OffsetReset", "name": run.name, "uid": run.uid}
+            {"apiVersion": API_VERSION, "kind": "OffsetReset", "name": run.name, "uid": run.uid}
             if where == run.namespace
             else None
         )

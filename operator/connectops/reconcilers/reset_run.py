@@ -155,6 +155,9 @@ class Run:
     #: (one round trip fewer between RUNNING and Succeeded); a rerun past the unlock reads it then
     check_connector: ConnectorSpec | None = None
     check_connector_read: bool = False
+    #: every connector's KIP-875 entries of the plan, whole: status shows a sample, the whole is
+    #: in the plan's ConfigMaps (reconcilers.reset_plan_store), read back by a rerun
+    entries: dict[str, list[dict[str, Any]]] | None = None
 
     def __post_init__(self) -> None:
         self.redactor.include(self.cluster.redactor)

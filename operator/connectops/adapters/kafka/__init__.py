@@ -52,10 +52,11 @@ from connectops.adapters.kafka.errors import (
     VerificationFailed,
 )
 from connectops.adapters.kafka.groups import ConsumerGroupOffsets
+from connectops.adapters.kafka.mirror_topics import MirrorTopics, TopicRecord
 from connectops.adapters.kafka.offsets_topic import ConnectOffsetsTopics, OffsetScan
 
 
-class KafkaOffsets(ConnectOffsetsTopics, ConsumerGroupOffsets):
+class KafkaOffsets(ConnectOffsetsTopics, ConsumerGroupOffsets, MirrorTopics):
     """Kafka access for offset resets: Connect offsets topics, consumer groups, MM2 topics.
 
     ``client_config`` holds librdkafka properties (``security.protocol``, ``sasl.*``,
@@ -84,6 +85,7 @@ __all__ = [
     "RestoreVerificationFailed",
     "TombstoneVerificationFailed",
     "TopicMissing",
+    "TopicRecord",
     "VerificationFailed",
     "WrittenRecord",
     "checkpoints_topic_name",

@@ -1,0 +1,406 @@
+"""GroupFailover on real MirrorMaker 2: consumer group G moves from cluster ``a`` to ``b``.
+
+Apache Kafka's own connect-mirror connectors (4.3.1) replicate ``orders-<run>`` from a broker of
+this module (``a``) to the session's broker (``b``, which also holds the Connect worker's topics),
+configured by Connector objects; a consumer of G on ``a`` reads part of the topic and commits;
+MM2 checkpoints G to ``b``. Then the failover, and a consumer of G on ``b`` reading
+``a.orders-<run>`` from what it committed there; then the failback to ``a``, translated through
+the a -> b flow's offset syncs read in reverse (no b -> a flow: under the default replication
+policy a b -> a flow never mirrors ``a.orders-<run>`` back, so it has no syncs of it).
+
+Truth is read from the clusters, never from the failover's status: which records each consumer
+read (by content), G's committed offsets on ``b`` (OffsetFetch), MM2's checkpoints and offset
+syncs decoded by tests/env/mm2.py (not the operator's decoder), and the record counts re-read
+compared with the plan's estimate. MM2 intervals shortened: ``emit.checkpoints.interval.seconds``
+and ``sync.group.offsets.interval.seconds`` to 1 s (tests.env.mm2.SHORT_INTERVALS, and why there);
+MM2's group sync is off for the flow that fails over (on, it would overwrite the failover; the
+second test shows it refused).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.e2e.conftest import ConnectREST, K8s, connect_cluster_spec, wait_for
+from tests.e2e.test_plan import _object, _plan
+from tests.env.mm2 import (
+    MIRROR_CHECKPOINT,
+    MIRROR_HEARTBEAT,
+    MIRROR_SOURCE,
+    OffsetSync,
+    checkpoints,
+    consume_and_commit,
+    group_offsets,
+    mirror_configs,
+    offset_syncs,
+    read_records,
+    translate_downstream,
+)
+from tests.env.records import batching_producer
+from tests.env.servers import ConnectFactory, ConnectWorker, KafkaBroker
+
+pytestmark = pytest.mark.timeout(300)
+
+UPSTREAM = {0: 10, 1: 6}
+#: what G read and committed on ``a``, per partition
+COMMITTED = {0: 6, 1: 4}
+ROLES = {"source": MIRROR_SOURCE, "checkpoint": MIRROR_CHECKPOINT, "heartbeat": MIRROR_HEARTBEAT}
+ALLOWLIST_ENV = "CONNECTOPS_FAILOVER_GROUPS"
+
+
+@pytest.fixture(scope="module")
+def cluster_a(testenv_root: Path) -> Iterator[KafkaBroker]:
+    broker = KafkaBroker(testenv_root, name="failover-cluster-a")
+    broker.start()
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture(scope="module")
+def mm2_worker(connect_factory: ConnectFactory) -> Iterator[ConnectWorker]:
+    worker = connect_factory("failover")
+    plugins = {p["class"] for p in httpx.get(f"{worker.url}/connector-plugins", timeout=30).json()}
+    assert set(ROLES.values()) <= plugins, plugins
+    yield worker
+    worker.stop()
+
+
+def cluster_access(broker: KafkaBroker) -> dict[str, Any]:
+    return {"bootstrapServers": broker.bootstrap}
+
+
+def failover(k8s: K8s, name: str, spec: dict[str, Any], timeout: float = 90) -> dict[str, Any]:
+    """Create the GroupFailover and return its status once it has a phase."""
+    k8s.create("groupfailovers", name, spec, "GroupFailover")
+
+    def phase() -> dict[str, Any] | None:
+        status: dict[str, Any] = k8s.get("groupfailovers", name).get("status") or {}
+        return status if status.get("phase") else None
+
+    result: dict[str, Any] = wait_for(phase, timeout, f"GroupFailover {name} finished")
+    return result
+
+
+def start_flow(
+    k8s: K8s, a: KafkaBroker, b: KafkaBroker, worker: ConnectWorker, *, groups: list[str], sync: bool
+) -> dict[str, Any]:
+    """The topic on ``a``, ``groups`` (``{run}`` filled in) each reading COMMITTED of it and
+    committing, then the three connectors (MM2 lists groups when its checkpoint connector starts:
+    refresh.groups.interval.seconds is 600 s). ``groups[0]`` is the only one MM2 checkpoints."""
+    run = uuid.uuid4().hex[:6]
+    topic = f"orders-{run}"
+    source_alias, target_alias = f"a{run}", f"b{run}"
+    admin = AdminClient(a.admin_config())
+    for future in admin.create_topics([NewTopic(topic, len(UPSTREAM), 1)]).values():
+        future.result(timeout=15)
+    a.wait_for_leaders(topic, len(UPSTREAM))
+    produced = {p: [f"p{p}-{i}".encode() for i in range(n)] for p, n in UPSTREAM.items()}
+    producer = batching_producer(a.bootstrap)
+    for p, values in produced.items():
+        for value in values:
+            producer.produce(topic, key=value, value=value, partition=p)
+    assert producer.flush(15) == 0
+    read = {
+        g.replace("{run}", run): consume_and_commit(a.bootstrap, g.replace("{run}", run), topic, COMMITTED)
+        for g in groups
+    }
+    configs = mirror_configs(
+        source_alias=source_alias,
+        target_alias=target_alias,
+        source_bootstrap=a.bootstrap,
+        target_bootstrap=b.bootstrap,
+        topics=topic,
+        groups=groups[0].replace("{run}", run),
+    )
+    configs["checkpoint"]["sync.group.offsets.enabled"] = "true" if sync else "false"
+    names = {role: f"mm2-{role}-{run}" for role in ROLES}
+    k8s.create("connectclusters", "mm2", connect_cluster_spec(worker), "ConnectCluster")
+    k8s.wait_condition("connectclusters", "mm2", "Ready", "True")
+    for role, name in names.items():
+        spec = {
+            "clusterRef": {"name": "mm2"},
+            "class": ROLES[role],
+            "tasksMax": 1,
+            "config": configs[role],
+            "check": {"enabled": False},
+        }
+        k8s.create("connectors", name, spec, "Connector")
+    return {
+        "run": run,
+        "topic": topic,
+        "remote": f"{source_alias}.{topic}",
+        "source_alias": source_alias,
+        "target_alias": target_alias,
+        "names": names,
+        "produced": produced,
+        "read": read,
+        "rest": ConnectREST(worker),
+    }
+
+
+class Member:
+    """A consumer of ``group`` on ``bootstrap`` polling in a thread: an active member."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str, client_id: str) -> None:
+        self.consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": group,
+                "client.id": client_id,
+                "enable.auto.commit": False,
+                "auto.offset.reset": "latest",
+            }
+        )
+        self.consumer.subscribe([topic])
+        self.assigned = threading.Event()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._poll, daemon=True)
+        self.thread.start()
+
+    def _poll(self) -> None:
+        while not self.stop.is_set():
+            self.consumer.poll(0.2)
+            if self.consumer.assignment():
+                self.assigned.set()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(10)
+        self.consumer.close()
+
+
+def read_rest_as_group(bootstrap: str, group: str, topic: str, ends: dict[int, int]) -> dict[int, list[bytes]]:
+    """A consumer of ``group`` subscribes to ``topic`` and reads from G's committed offsets
+    (``auto.offset.reset=error``: no committed offset would fail, not silently start somewhere)
+    up to the end offsets; it commits nothing."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "error",
+        }
+    )
+    read: dict[int, list[bytes]] = {p: [] for p in ends}
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            for m in consumer.consume(num_messages=100, timeout=0.5):
+                assert m.error() is None, m.error()
+                read[int(m.partition() or 0)].append(m.value() or b"")
+            positions = {tp.partition: tp.offset for tp in consumer.position([TopicPartition(topic, p) for p in ends])}
+            if consumer.assignment() and all(positions.get(p, -1) >= end for p, end in ends.items()):
+                break
+        else:
+            raise AssertionError(f"read {read} up to {ends}")
+    finally:
+        consumer.close()
+    return read
+
+
+def test_failover_and_failback_move_the_group_with_no_record_lost_and_the_planned_rereads(
+    k8s: K8s,
+    cluster_a: KafkaBroker,
+    kafka: KafkaBroker,
+    mm2_worker: ConnectWorker,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """Refusals first (each with nothing written on ``b``): a group outside the namespace's list,
+    a group MM2 never checkpointed, a dry run, a member of G on ``b``; then the failover, a
+    consumer of G on ``b`` reading the rest; the failback to ``a`` from where G committed on
+    ``b``, and a consumer of G on ``a`` reading the rest; the restore of G's previous offsets on
+    ``b``."""
+    a, b = cluster_a, kafka
+    flow = start_flow(k8s, a, b, mm2_worker, groups=["app-{run}", "other-{run}"], sync=False)
+    run, topic, remote = flow["run"], flow["topic"], flow["remote"]
+    group, unchecked = f"app-{run}", f"other-{run}"
+    monkeypatch.setenv(ALLOWLIST_ENV, json.dumps({k8s.ns: ["app-*", unchecked]}))
+    read_on_a = flow["read"][group]
+    for name in flow["names"].values():
+        k8s.wait_condition("connectors", name, "Ready", "True", timeout=120)
+    ends = dict(UPSTREAM)
+    wait_for(
+        lambda: {p: len([r for r in read_records(b.bootstrap, remote) if r.partition == p]) for p in UPSTREAM} == ends,
+        90,
+        "the topic mirrored to b",
+    )
+    checkpoints_topic = f"{flow['source_alias']}.checkpoints.internal"
+    syncs_topic = f"mm2-offset-syncs.{flow['target_alias']}.internal"  # on a: offset-syncs.topic.location=source
+
+    def checkpointed() -> bool:
+        cps = checkpoints(b.bootstrap, checkpoints_topic, group)
+        return set(cps) == set(UPSTREAM) and all(cps[p][-1].upstream == COMMITTED[p] for p in UPSTREAM)
+
+    wait_for(checkpointed, 60, "a checkpoint of G at its committed offset for each partition")
+    cps = {p: c[-1] for p, c in checkpoints(b.bootstrap, checkpoints_topic, group).items()}
+    syncs = offset_syncs(a.bootstrap, syncs_topic, topic)
+    for p, cp in cps.items():
+        assert cp.downstream == translate_downstream(syncs[p], COMMITTED[p])
+    spec = {
+        "group": group,
+        "clusterRef": {"name": "mm2"},
+        "checkpointConnector": flow["names"]["checkpoint"],
+        "sourceCluster": cluster_access(a),
+        "targetCluster": cluster_access(b),
+    }
+
+    # G's earlier offsets on b (as an earlier failover or MM2's sync left them): the backup's
+    previous = {0: 2, 1: 1}
+    admin_b = AdminClient(b.admin_config())  # held: a dropped client never answers its futures
+    admin_b.alter_consumer_group_offsets([_group_request(group, remote, previous)])[group].result(timeout=30)
+    assert group_offsets(b.bootstrap, group, remote, 2) == previous
+
+    # 1. not on the namespace's list
+    status = failover(k8s, "not-listed", {**spec, "group": f"billing-{run}"})
+    assert status["phase"] == "Refused"
+    assert f"group billing-{run} may not be moved from namespace {k8s.ns}" in status["message"]
+    # 2. a group MM2 never checkpointed (outside the connector's groups): named by partition
+    status = failover(k8s, "unchecked", {**spec, "group": unchecked})
+    assert status["phase"] == "Refused"
+    assert f"no checkpoint of group {unchecked}" in status["message"]
+    assert f"{topic}[0], {topic}[1]" in status["message"]
+    assert group_offsets(b.bootstrap, unchecked, remote, 2) == {}
+    # 3. the dry run: the plan, nothing written
+    status = failover(k8s, "dry", {**spec, "dryRun": True})
+    assert status["phase"] == "Planned", status
+    plan = status["plan"]
+    assert plan["partitions"] == 2
+    by_partition = {e["partition"]: e for e in plan["sample"]}
+    # the plan's estimate against an independent computation from MM2's own syncs (tests/env/mm2)
+    expected_reread = {}
+    for p in cps:
+        sync = [s for s in syncs[p] if s.upstream <= COMMITTED[p]][-1]
+        expected_reread[p] = 0 if sync.upstream == COMMITTED[p] else COMMITTED[p] - sync.upstream - 1
+    for p in UPSTREAM:
+        entry = by_partition[p]
+        assert (entry["sourceOffset"], entry["targetTopic"], entry["targetOffset"]) == (
+            COMMITTED[p],
+            remote,
+            cps[p].downstream,
+        )
+        assert entry["reread"] == expected_reread[p]
+    assert plan["rereadTotal"] == sum(expected_reread.values())
+    assert group_offsets(b.bootstrap, group, remote, 2) == previous
+    # the same plan from `connectops plan` (the installed CLI, the user's kubeconfig): it writes nothing
+    code, out = _plan(tmp_path, k8s.ns, _object("GroupFailover", "planned", spec), output="json")
+    assert code == 2, out
+    (changes,) = [o["changes"] for o in json.loads(out)["objects"]]
+    assert changes[:2] == [
+        "create the GroupFailover object",
+        f"failover group {group}: 2 partition(s) written on {b.bootstrap}, "
+        f"at most {sum(expected_reread.values())} record(s) read again",
+    ]
+    for p, cp in cps.items():
+        line = f"  {topic}[{p}] at {COMMITTED[p]} -> {remote}[{p}] at {cp.downstream}, {expected_reread[p]} read again"
+        assert line in changes, changes
+    assert group_offsets(b.bootstrap, group, remote, 2) == previous
+    # 4. a member of G on b: refused, the member named, nothing written
+    member = Member(b.bootstrap, group, remote, client_id=f"blocker-{run}")
+    try:
+        assert member.assigned.wait(30), "the member never joined"
+        status = failover(k8s, "busy", spec)
+    finally:
+        member.close()
+    assert status["phase"] == "Refused"
+    assert "active member(s)" in status["message"]
+    assert f"blocker-{run}@" in status["message"]
+    assert group_offsets(b.bootstrap, group, remote, 2) == previous
+
+    # 5. the failover
+    status = failover(k8s, "move", spec)
+    assert status["phase"] == "Succeeded", status
+    assert status["written"] == 2
+    assert group_offsets(b.bootstrap, group, remote, 2) == {p: cp.downstream for p, cp in cps.items()}
+    read_on_b = read_rest_as_group(b.bootstrap, group, remote, ends)
+    for p, values in flow["produced"].items():
+        # no record lost: what was read on a and on b together is every record, in order
+        seen = read_on_a[p] + read_on_b[p]
+        assert set(seen) == set(values), p
+        assert read_on_b[p] == values[len(values) - len(read_on_b[p]) :]
+        # read twice: exactly the plan's estimate (the topic has no gaps)
+        twice = len(set(read_on_a[p]) & set(read_on_b[p]))
+        assert twice == by_partition[p]["reread"] == len(seen) - len(values), p
+
+    backup = status["backup"]
+
+    # 6. failback: the application on b committed these; G moves back to a through the flow's
+    # offset syncs read in reverse, exactly (no record read twice)
+    on_b = {0: 8, 1: 5}
+    admin_b.alter_consumer_group_offsets([_group_request(group, remote, on_b)])[group].result(timeout=30)
+    syncs = offset_syncs(a.bootstrap, syncs_topic, topic)
+    back_on_a = {p: _upstream_of(syncs[p], d) for p, d in on_b.items()}
+    status = failover(k8s, "back", {**spec, "action": "failback"})
+    assert status["phase"] == "Succeeded", status
+    assert status["plan"]["rereadTotal"] == 0
+    assert group_offsets(a.bootstrap, group, topic, 2) == back_on_a
+    read_again_on_a = read_rest_as_group(a.bootstrap, group, topic, ends)
+    for p, values in flow["produced"].items():
+        processed_on_b = read_on_b[p][: len(read_on_b[p]) - (ends[p] - on_b[p])]
+        assert set(read_again_on_a[p]) & set(processed_on_b) == set(), p
+        assert values[: back_on_a[p]] + read_again_on_a[p] == values, p
+    failback_backup = json.loads(k8s.core.read_namespaced_config_map(status["backup"], k8s.ns).data["backup.json"])
+    assert failback_backup["cluster"] == a.bootstrap
+    assert {(o["topic"], o["partition"]): o["offset"] for o in failback_backup["offsets"]} == {
+        (topic, p): o for p, o in COMMITTED.items()
+    }
+
+    # 7. restore: G's offsets on b are back to those before the failover, read from the backup
+    doc = json.loads(k8s.core.read_namespaced_config_map(backup, k8s.ns).data["backup.json"])
+    assert {(o["topic"], o["partition"]): o["offset"] for o in doc["offsets"]} == {
+        (remote, p): o for p, o in previous.items()
+    }
+    status = failover(k8s, "undo", {**spec, "action": "restore", "restoreFrom": backup})
+    assert status["phase"] == "Succeeded", status
+    assert group_offsets(b.bootstrap, group, remote, 2) == previous
+
+
+def _upstream_of(syncs: list[OffsetSync], downstream: int) -> int:
+    """The source offset of a target offset from MM2's syncs (decoded by tests/env/mm2): the
+    latest sync at or before it, plus the distance (MM2 writes a sync wherever upstream skips)."""
+    sync = [s for s in syncs if s.downstream <= downstream][-1]
+    return sync.upstream + downstream - sync.downstream
+
+
+def _group_request(group: str, topic: str, offsets: dict[int, int]) -> Any:
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    return ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p, o) for p, o in offsets.items()])
+
+
+def test_failover_refused_while_mm2_syncs_the_group_itself(
+    k8s: K8s, cluster_a: KafkaBroker, kafka: KafkaBroker, mm2_worker: ConnectWorker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With sync.group.offsets.enabled and G within the checkpoint connector's groups, MM2 would
+    overwrite G's offsets on b: refused, naming the connector, with nothing written."""
+    flow = start_flow(k8s, cluster_a, kafka, mm2_worker, groups=["app-{run}"], sync=True)
+    group = f"app-{flow['run']}"
+    monkeypatch.setenv(ALLOWLIST_ENV, json.dumps({k8s.ns: [group]}))
+    checkpoint = flow["names"]["checkpoint"]
+    wait_for(lambda: flow["rest"].exists(checkpoint), 60, "the checkpoint connector on Connect")
+    status = failover(
+        k8s,
+        "synced",
+        {
+            "group": group,
+            "clusterRef": {"name": "mm2"},
+            "checkpointConnector": checkpoint,
+            "sourceCluster": cluster_access(cluster_a),
+            "targetCluster": cluster_access(kafka),
+        },
+    )
+    assert status["phase"] == "Refused"
+    assert f"sync.group.offsets.enabled on {checkpoint}" in status["message"]
+    assert group_offsets(kafka.bootstrap, group, flow["remote"], 2) == {}

@@ -183,7 +183,8 @@ class OperatorProcess:
     ) -> None:
         """``traced``: under tracemalloc (``benchmarks/traced_operator.py``; SIGUSR2 writes where
         the heap goes to ``$CONNECTOPS_TRACEMALLOC_OUT``)."""
-        env = {**os.environ, **OPERATOR_ENV, **self.env, **(extra_env or {}), "KUBECONFIG": str(self.kubeconfig)}
+        inherited = {k: v for k, v in os.environ.items() if k != "CONNECTOPS_CLAIM_NAMESPACE"}  # a test session's
+        env = {**inherited, **OPERATOR_ENV, **self.env, **(extra_env or {}), "KUBECONFIG": str(self.kubeconfig)}
         env.pop("CONNECTOPS_FAILPOINT", None)
         if failpoint:
             env["CONNECTOPS_FAILPOINT"] = failpoint

@@ -68,7 +68,10 @@ def run(latency_ms: float, rate: float, record_bytes: int, seconds: float, keep:
     workdir = Path(tempfile.mkdtemp(prefix="connectops-pressure-"))
     log(f"starting Apache Kafka, latency proxy ({latency_ms} ms) and Connect in {workdir}")
     try:
-        with PressureEnv(workdir, latency_ms=latency_ms) as env:
+        # the stand-in exposition, as tests/e2e/test_producer_pressure_cr.py: on the real JMX
+        # exporter a restarted task's producer has been seen without records-per-request-avg
+        # (not explained yet), and this benchmark compares exactly that figure
+        with PressureEnv(workdir, latency_ms=latency_ms, stand_in_metrics=True) as env:
             log(f"servers up in {env.startup_seconds:.1f} s; metrics at {env.metrics_url}")
             env.create_topic("flood")
             env.create_flood("flood", "flood", rate=rate, record_bytes=record_bytes)

@@ -21,7 +21,6 @@ from tests.env.records import assert_end_offsets_true
 from tests.env.servers import (
     ETCD_VERSION,
     KAFKA_VERSION,
-    KUBE_OLDEST_VERSION,
     KUBE_VERSION,
     ConnectFactory,
     ConnectWorker,
@@ -83,7 +82,6 @@ def test_kube_and_etcd_versions_are_the_pinned_ones(kube: KubeAPI, kube_client: 
     modules = Path(__file__).parent / "env" / "kube"
     assert f"\tk8s.io/kubernetes {KUBE_VERSION} " in (modules / "apiserver" / "go.mod").read_text()
     assert f"\nrequire go.etcd.io/etcd/server/v3 {ETCD_VERSION}\n" in (modules / "etcd" / "go.mod").read_text()
-    assert f"\tk8s.io/kubernetes {KUBE_OLDEST_VERSION} " in (modules / "apiserver-oldest" / "go.mod").read_text()
     assert client.VersionApi(kube_client).get_code().git_version == kube.version
     assert httpx.get(f"{kube.etcd_url}/version", timeout=5).json()["etcdserver"] == ETCD_VERSION.lstrip("v")
 

@@ -74,12 +74,9 @@ def _which(name: str) -> Path | None:
 
 #: The Kubernetes and etcd versions of the test environment, built from Go modules by
 #: tests/env/kube/build.sh (through provision.sh) and kept equal to what tests/env/kube/*/go.mod
-#: require (a test checks it). ``CONNECTOPS_KUBE_VERSION`` picks another build in the cache, e.g.
-#: the oldest supported release (``tests/env/kube/build.sh tests/env/kube/apiserver-oldest``).
+#: require (a test checks it). ``CONNECTOPS_KUBE_VERSION`` picks another build in the cache (a
+#: module like tests/env/kube/apiserver at another release, built by build.sh).
 KUBE_VERSION: Final = "v1.37.2"
-#: The oldest supported release (tests/env/kube/apiserver-oldest, not built by provision.sh): CEL
-#: rules GA (1.29) and validation ratcheting on by default (1.30), which adding a rule relies on.
-KUBE_OLDEST_VERSION: Final = "v1.30.14"
 ETCD_VERSION: Final = "v3.7.3"
 KUBE_MODULES: Final = Path(__file__).resolve().parent / "kube"
 

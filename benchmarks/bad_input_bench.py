@@ -7,7 +7,7 @@ towards specs plausible enough to reach the operator (``clusterRef`` mostly the 
 small sizes); a share of them is then mutated into schema-INVALID variants (wrong types, missing
 required keys, out-of-range / enum / pattern violations, ints beyond int64, ``null`` where not
 nullable, ``""`` where the 1.20 API server mis-validates it, kubernetes#99804). Every object is
-created in one namespace watched by one ``connectops run`` process, against kube-apiserver 1.20,
+created in one namespace watched by one ``connectops run`` process, against the test environment's kube-apiserver (1.37),
 an Apache Kafka broker and one Kafka Connect worker (``benchmarks/harness.py``). Per object:
 
 * rejected by the API server: explained when the answer is a 4xx with a message;
@@ -975,7 +975,14 @@ def setup(b: Bench, ns: str, files: Path) -> None:
         ns, "connectors", "Connector", BASE_SINK,
         {**base, "class": SINK, "config": {"file": str(files / f"{BASE_SINK}.out"), "topics": BASE_TOPIC}},
     )  # fmt: skip
-    b.create(ns, "connectors", "Connector", BASE_INVALID, {**base, "class": SOURCE, "config": {"name": "clash"}})
+    # invalid where only the operator can tell (the schema and its CEL rules accept it): a
+    # calendar date that does not exist
+    invalid_offsets = {"onCreate": "set", "setTo": "timestamp", "timestamp": "2026-02-30T00:00:00Z"}
+    b.create(
+        ns, "connectors", "Connector", BASE_INVALID,
+        {**base, "class": SOURCE, "config": {"file": str(files / "invalid.in"), "topic": BASE_TOPIC},
+         "offsets": invalid_offsets},
+    )  # fmt: skip
     wait_for(lambda: condition_is(b, ns, "connectclusters", "main", "Ready", "True"), 120, "ConnectCluster main Ready")
     for name in (BASE_SOURCE, BASE_SINK):
         wait_for(partial(condition_is, b, ns, "connectors", name, "Ready", "True"), 120, f"{name} Ready")

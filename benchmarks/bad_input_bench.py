@@ -8,7 +8,8 @@ small sizes); a share of them is then mutated into schema-INVALID variants (wron
 required keys, out-of-range / enum / pattern violations, ints beyond int64, ``null`` where not
 nullable, ``""`` where the 1.20 API server mis-validates it, kubernetes#99804). Every object is
 created in one namespace watched by one ``connectops run`` process, against the test
-environment's kube-apiserver (1.37), an Apache Kafka broker and one Kafka Connect worker (``benchmarks/harness.py``). Per object:
+environment's kube-apiserver (1.37), an Apache Kafka broker and one Kafka Connect worker
+(``benchmarks/harness.py``). Per object:
 
 * rejected by the API server: explained when the answer is a 4xx with a message;
 * accepted: polled (``--timeout``, default 30 s) until the operator has explained it in status:

@@ -40,6 +40,27 @@ def _apply(k8s: K8s, name: str, spec: dict[str, Any], annotations: dict[str, str
     )
 
 
+def proxied_source(
+    k8s: K8s, connect: ConnectWorker, proxy: FaultProxy, tmp_path: Path, prefix: str
+) -> tuple[str, dict[str, Any]]:
+    """A ConnectCluster ``proxied`` reaching the worker through ``proxy`` and a running
+    FileStreamSource Connector on it, applied as a GitOps tool does: its name and spec."""
+    k8s.create("connectclusters", "proxied", {**connect_cluster_spec(connect), "restUrl": proxy.url}, "ConnectCluster")
+    k8s.wait_condition("connectclusters", "proxied", "Ready", "True", timeout=60)
+    name = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    src = tmp_path / "in.txt"
+    src.write_text("one\n")
+    spec = {
+        "clusterRef": {"name": "proxied"},
+        "class": SOURCE,
+        "tasksMax": 1,
+        "config": {"file": str(src), "topic": f"v-{uuid.uuid4().hex[:6]}"},
+    }
+    _apply(k8s, name, spec, {})
+    k8s.wait_condition("connectors", name, "Ready", "True", timeout=60)
+    return name, spec
+
+
 def _restarts(proxy: FaultProxy, connector: str) -> list[str]:
     return [
         f"{r.path}?{r.query}"
@@ -54,20 +75,7 @@ def _restarts(proxy: FaultProxy, connector: str) -> list[str]:
 
 def test_restart_tokens_act_once_and_never_cause_drift(k8s: K8s, connect: ConnectWorker, tmp_path: Path) -> None:
     with FaultProxy(connect.url) as proxy:
-        k8s.create(
-            "connectclusters", "proxied", {**connect_cluster_spec(connect), "restUrl": proxy.url}, "ConnectCluster"
-        )
-        name = f"verbs-{uuid.uuid4().hex[:6]}"
-        src = tmp_path / "in.txt"
-        src.write_text("one\n")
-        spec = {
-            "clusterRef": {"name": "proxied"},
-            "class": SOURCE,
-            "tasksMax": 1,
-            "config": {"file": str(src), "topic": f"v-{uuid.uuid4().hex[:6]}"},
-        }
-        _apply(k8s, name, spec, {})
-        k8s.wait_condition("connectors", name, "Ready", "True")
+        name, spec = proxied_source(k8s, connect, proxy, tmp_path, "verbs")
         assert _restarts(proxy, name) == []
 
         _apply(k8s, name, spec, {"connectops.io/restart": "t1"})

@@ -12,14 +12,13 @@ from __future__ import annotations
 import os
 import sys
 import time
-import uuid
 from pathlib import Path
 from unittest import mock
 
 from connectops.settings import load
-from tests.e2e.conftest import ConnectREST, K8s, OperatorProcess, connect_cluster_spec, wait_for
+from tests.e2e.conftest import ConnectREST, K8s, OperatorProcess, wait_for
 from tests.e2e.test_restart_pace import PRODUCTION, production  # noqa: F401 (a fixture)
-from tests.e2e.test_verbs import SOURCE, _apply, _restarts
+from tests.e2e.test_verbs import _apply, _restarts, proxied_source
 from tests.env.faultproxy import FaultProxy
 from tests.env.servers import ConnectWorker
 
@@ -53,20 +52,7 @@ def test_a_restart_token_and_a_lifted_pause_reach_connect_within_seconds_at_the_
         assert load().resync_seconds == 60.0, "the operator under test must resync at the production default"
     operator.start(env=PRODUCTION)
     with FaultProxy(connect.url) as proxy:
-        spec_cluster = {**connect_cluster_spec(connect), "restUrl": proxy.url}
-        k8s.create("connectclusters", "proxied", spec_cluster, "ConnectCluster")
-        k8s.wait_condition("connectclusters", "proxied", "Ready", "True", timeout=60)
-        name = f"pace-{uuid.uuid4().hex[:6]}"
-        src = tmp_path / "in.txt"
-        src.write_text("one\n")
-        spec = {
-            "clusterRef": {"name": "proxied"},
-            "class": SOURCE,
-            "tasksMax": 1,
-            "config": {"file": str(src), "topic": f"v-{uuid.uuid4().hex[:6]}"},
-        }
-        _apply(k8s, name, spec, {})
-        k8s.wait_condition("connectors", name, "Ready", "True", timeout=60)
+        name, spec = proxied_source(k8s, connect, proxy, tmp_path, "pace")
         started = time.time()
 
         # a restart token: acted on at once, and once

@@ -117,6 +117,32 @@ async def test_create_on_a_worker_before_3_7_then_pauses() -> None:
     assert world.condition("Ready")["status"] == "True"
 
 
+async def test_a_first_commit_racing_the_create_is_not_an_earlier_connectors_offsets(world: World) -> None:
+    """The new connector's first task commits while the pass is still busy (a fast flush on a
+    loaded worker): the offsets the pass reports as found were read the moment Connect created
+    it, so that commit is not taken for offsets an earlier connector of the name left."""
+    world.apply(spec())
+    announce = world.emit
+
+    def task_commits_then_announce(type_: str, reason: str, message: str) -> None:
+        if reason == "Created":
+            committed = {"partition": {"filename": "/data/in.txt"}, "offset": {"position": 66}}
+            world.connect._commit(world.connect.connectors[NAME], [committed])
+        announce(type_, reason, message)
+
+    world.emit = task_commits_then_announce  # type: ignore[method-assign]
+    outcome = await world.reconcile()
+
+    assert outcome.error is None
+    # the commit did happen: Connect holds it now
+    assert [e["offset"] for e in await world.connect.get_offsets(NAME)] == [{"position": 66}]
+    assert world.status["offsetsOnCreate"]["foundPartitions"] == 0
+    assert "no offsets under this name" in world.status["offsetsOnCreate"]["message"]
+    assert ("Warning", "ExistingOffsets") not in world.event_reasons()
+    methods = [c.method for c in world.connect.calls]
+    assert methods.index("get_offsets") == methods.index("create") + 1
+
+
 async def test_stopped_is_refused_on_a_worker_before_3_5() -> None:
     world = make_world((URL, FakeConnect(version="3.4.1")))
     world.apply(spec(state="stopped"))

@@ -86,7 +86,7 @@ from connectops.reconcilers.claims import ClaimRecords
 from connectops.reconcilers.clusters import ClusterHandle, ClusterRegistry
 from connectops.reconcilers.common import Backoff, Conditions, EmitEvent, Outcome, each_object
 from connectops.reconcilers.mirror_loss import MirrorLossWatch
-from connectops.reconcilers.on_create import NewConnector, OffsetsOnCreate
+from connectops.reconcilers.on_create import AtCreateProbe, NewConnector, OffsetsOnCreate
 from connectops.reconcilers.reset_hold import hold_spec
 from connectops.reconcilers.reset_run import parse_holder
 from connectops.redact import Redactor
@@ -460,12 +460,13 @@ class ConnectorReconciler:
             await self._on_create.create(new, caps, status, conditions, emit)
             self._report(status, state, book_raw)
             return None
+        at_create = AtCreateProbe(new, caps)
         book_raw, watch, feed = await self._act_all(
-            plan.actions, cluster, connector, desired, state, book, book_raw, emit, periodic, rotation
+            plan.actions, cluster, connector, desired, state, book, book_raw, emit, periodic, rotation, at_create
         )
         self._books[obj.uid] = book_raw
         conditions.set("Synced", True, "Synced", "live config matches the spec")
-        await self._on_create.report(new, caps, created, status, conditions, emit)
+        await self._on_create.report(new, caps, created, at_create.read, status, conditions, emit)
 
         if plan.actions:
             # polls of the REST status must follow the change from its start; the status records
@@ -670,16 +671,18 @@ class ConnectorReconciler:
         emit: EmitEvent,
         periodic: bool,
         rotation: Mapping[str, tuple[str, str]],
+        created: Callable[[], Awaitable[None]],
     ) -> tuple[AutoRestartStatus, InterruptionWatch | None, StatusFeed | None]:
         """The planned actions in order; the watch of what a config change costs, begun just
-        before it (the status records are read from there)."""
+        before it (the status records are read from there). ``created`` runs the moment Connect
+        answers a create (not a create that found the connector there already)."""
         watch: InterruptionWatch | None = None
         feed: StatusFeed | None = None
         for action in actions:
             if (began := change_cost.watch_change(action, state, periodic)) is not None:
                 watch, feed = began, await StatusFeed.begin(cluster, connector)
             book_raw = await self._act(
-                action, cluster.client, connector, desired, book, book_raw, emit, periodic, rotation
+                action, cluster.client, connector, desired, book, book_raw, emit, periodic, rotation, created
             )
         if actions:
             cluster.forget_listed(connector)  # written to: the listing no longer says what it is
@@ -696,6 +699,7 @@ class ConnectorReconciler:
         emit: EmitEvent,
         periodic: bool,
         rotation: Mapping[str, tuple[str, str]],
+        created: Callable[[], Awaitable[None]],
     ) -> AutoRestartStatus:
         """Carry out one planned action; the restart bookkeeping as it stands afterwards."""
         if isinstance(action, Create):
@@ -704,6 +708,8 @@ class ConnectorReconciler:
             except ConnectConflict:
                 # created concurrently (or by a previous attempt whose answer was lost)
                 await client.put_config(connector, desired)
+            else:
+                await created()
             emit("Normal", "Created", f"connector {connector} created in Kafka Connect")
         elif isinstance(action, UpdateConfig):
             await client.put_config(connector, desired)

@@ -82,6 +82,39 @@ class NewConnector:
     handed_over: str | None = None
 
 
+@dataclass(frozen=True)
+class OffsetsAtCreate:
+    """What ``GET /offsets`` answered right after the create: the partitions with an offset, or
+    the error that stopped the read."""
+
+    entries: list[dict[str, Any]] | None
+    error: str | None
+
+
+class AtCreateProbe:
+    """Reads the offsets under the connector's name when called, right after Connect created it
+    and before the pass does anything else: its first task commits no earlier than one flush
+    interval after it starts, so what is read then was left by an earlier connector of that name.
+    Read any later (after the pass's other writes and Events, on a loaded worker) and the new
+    connector's own first commit would be taken for an earlier one's."""
+
+    def __init__(self, new: NewConnector, caps: Capabilities) -> None:
+        self._new = new
+        self._caps = caps
+        #: None until called (and when the create found the connector there already)
+        self.read: OffsetsAtCreate | None = None
+
+    async def __call__(self) -> None:
+        if not self._caps.stop:  # GET /offsets came with STOPPED (KIP-875, Connect 3.5)
+            return
+        try:
+            entries = await self._new.client.get_offsets(self._new.connector)
+        except ConnectError as exc:
+            self.read = OffsetsAtCreate(entries=None, error=str(exc))
+            return
+        self.read = OffsetsAtCreate(entries=[e for e in entries if e.get("offset") is not None], error=None)
+
+
 class OffsetsOnCreate:
     def __init__(self, kube: KubeClient) -> None:
         self._kube = kube
@@ -149,14 +182,16 @@ class OffsetsOnCreate:
         new: NewConnector,
         caps: Capabilities,
         created: bool,
+        at_create: OffsetsAtCreate | None,
         status: ConnectorStatus,
         conditions: Conditions,
         emit: EmitEvent,
     ) -> None:
         """What spec.offsets (resume, or none) meant: for a connector just created, what it resumes
-        from; for one that exists, that a later spec.offsets does nothing."""
+        from (``at_create``, read the moment it was created); for one that exists, that a later
+        spec.offsets does nothing."""
         if created and caps.stop:
-            await self._report_resume(new, status, emit)
+            self._report_resume(new, at_create, status, emit)
         elif not created:
             self._later(new.spec, new.stored, conditions)
 
@@ -332,16 +367,24 @@ class OffsetsOnCreate:
             return OffsetResetStatus()
         return OffsetResetStatus.salvage(found.get("status"))
 
-    async def _report_resume(self, new: NewConnector, status: ConnectorStatus, emit: EmitEvent) -> None:
+    @staticmethod
+    def _report_resume(
+        new: NewConnector, at_create: OffsetsAtCreate | None, status: ConnectorStatus, emit: EmitEvent
+    ) -> None:
         """A connector just created with ``resume``: say what it resumes from, if anything."""
         resumed = OffsetsOnCreateStatus(on_create="resume", state=RESUMED, spec_hash=offsets_hash(new.spec.offsets))
-        try:
-            entries = await new.client.get_offsets(new.connector)
-        except ConnectError as exc:
-            message = f"the offsets under this name could not be read when it was created: {exc}"
+        if at_create is None:
+            message = (
+                "Connect already had this connector when the operator created it (an earlier attempt whose "
+                "answer was lost, or a concurrent create): what it resumes from was not read before its first commit"
+            )
+            status.offsets_on_create = resumed.model_copy(update={"message": message})
+            return
+        if at_create.entries is None:
+            message = f"the offsets under this name could not be read when it was created: {at_create.error}"
             status.offsets_on_create = resumed.model_copy(update={"message": message[:1000]})
             return
-        found: list[dict[str, Any]] = [e for e in entries if e.get("offset") is not None]
+        found = at_create.entries
         message = (
             f"created under a name used before: it resumes from {len(found)} partition offset(s) left by an "
             "earlier connector of that name (on a worker shared by several teams they may be another "

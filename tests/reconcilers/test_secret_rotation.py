@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import base64
 from collections import defaultdict
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -18,7 +17,7 @@ import pytest
 
 from connectops.adapters.connect_rest import ConnectApi
 from connectops.adapters.kube import KubeClient
-from connectops.planning.ownership import Claim
+from connectops.indexes import Indexes
 from connectops.planning.secrets import (
     CONNECT_CLUSTER,
     CONNECTOR,
@@ -29,10 +28,19 @@ from connectops.planning.secrets import (
 )
 from connectops.reconcilers.checks import CheckRunner, check_defaults
 from connectops.reconcilers.clusters import ClusterRegistry
-from connectops.reconcilers.common import EmitEvent
+from connectops.reconcilers.common import EmitEvent, KeyedSlots
 from connectops.reconcilers.connect_cluster import ConnectClusterReconciler
 from connectops.reconcilers.connector import ConnectorReconciler
+from connectops.reconcilers.connector_pass import ConnectorPass, Trigger
 from connectops.reconcilers.secret_rotation import SecretRotation
+from connectops.runtime import (
+    RESYNC_PARTS,
+    cluster_secrets,
+    connector_asks,
+    connector_claims,
+    connector_secrets,
+    connectors_by_cluster,
+)
 from tests.doubles.connect import FILE_SOURCE, Call, FakeConnect
 from tests.doubles.kube import FakeKube
 from tests.reconcilers.world import CLUSTER, NAMESPACE, URL, Event, settings
@@ -50,7 +58,7 @@ def encoded(data: dict[str, str]) -> dict[str, str]:
 
 @dataclass
 class Rig:
-    """The Runtime's wiring (handlers.py) over the doubles."""
+    """The Runtime's wiring (connectops.runtime) over the doubles."""
 
     kube: FakeKube
     connect: FakeConnect
@@ -66,10 +74,6 @@ class Rig:
             self.events[body["metadata"]["name"]].append(Event(type_, reason, message))
 
         return emit
-
-    @staticmethod
-    def no_rivals(_: Any) -> Sequence[Claim]:
-        return ()
 
     def uses(self) -> list[SecretUse]:
         """What the Secret indexes (connectops.indexes) hold for Secret ``db``: from the objects' raw specs."""
@@ -89,7 +93,7 @@ class Rig:
         keys = self.rotation.changed(NAMESPACE, SECRET, encoded(data), uses, listed=listed, deleted=False)
         if not keys:
             return []
-        return await self.rotation.apply(NAMESPACE, SECRET, keys, uses, self.emitter, self.no_rivals)
+        return await self.rotation.apply(NAMESPACE, SECRET, keys, uses, self.emitter)
 
     async def reconcile(self, name: str, *, periodic: bool) -> None:
         from connectops.reconcilers.connector import ConnectorObject
@@ -125,8 +129,26 @@ def rig(cluster_spec: dict[str, Any] | None = None) -> Rig:
     )
     cluster_reconciler = ConnectClusterReconciler(clusters, config, book)
     locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
-    rotation = SecretRotation(real_kube, clusters, connectors, cluster_reconciler, locks, 4, book)
-    return Rig(kube, connect, rotation, connectors, clusters, built)
+    r = Rig(kube, connect, cast(SecretRotation, None), connectors, clusters, built)
+    # the Runtime's own pass (connectops.runtime): the rotation reconciles a Connector through it
+    indexes = Indexes(
+        connector_claims, connectors_by_cluster, connector_secrets, cluster_secrets, RESYNC_PARTS, connector_asks
+    )
+    passes = ConnectorPass(
+        real_kube,
+        connectors,
+        indexes,
+        locks=locks,
+        periodic_slots=asyncio.Semaphore(8),
+        change_slots=KeyedSlots(32),
+        emitter=r.emitter,
+    )
+
+    async def connector_pass(namespace: str, name: str) -> None:
+        await passes.by_name(namespace, name, Trigger.SECRET_ROTATED)
+
+    r.rotation = SecretRotation(real_kube, clusters, connector_pass, cluster_reconciler, locks, 4, book)
+    return r
 
 
 def connector_spec(**config_from: tuple[str, str]) -> dict[str, Any]:
@@ -210,7 +232,7 @@ async def test_a_resync_that_reads_the_rotated_value_first_reports_the_rotation(
     assert [(e.type, e.reason) for e in r.events["orders"]] == [("Normal", "SecretRotated")]
     # the rotation's own reconcile then finds Connect up to date: no second write
     r.connect.calls.clear()
-    await r.rotation.apply(NAMESPACE, SECRET, frozenset({"password"}), r.uses(), r.emitter, r.no_rivals)
+    await r.rotation.apply(NAMESPACE, SECRET, frozenset({"password"}), r.uses(), r.emitter)
     assert r.connect.writes() == []
 
 
@@ -229,7 +251,7 @@ async def test_a_deleted_secret_is_reported_at_once() -> None:
     uses = r.uses()
     keys = r.rotation.changed(NAMESPACE, SECRET, {}, uses, listed=False, deleted=True)
     assert keys == {"password"}
-    await r.rotation.apply(NAMESPACE, SECRET, keys, uses, r.emitter, r.no_rivals)
+    await r.rotation.apply(NAMESPACE, SECRET, keys, uses, r.emitter)
     assert ("Warning", "ReferenceNotFound") in [(e.type, e.reason) for e in r.events["orders"]]
     assert r.rotation.remembered == 0
 

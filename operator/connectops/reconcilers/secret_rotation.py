@@ -16,23 +16,19 @@ import asyncio
 import logging
 import secrets
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from connectops.adapters.kube import KubeClient, KubeObjectMissing
-from connectops.planning.ownership import Claim
 from connectops.planning.secrets import CONNECTOR, RotationBook, SecretUse, affected, changed_keys, key_digests
 from connectops.reconcilers.clusters import ClusterRegistry
 from connectops.reconcilers.common import EmitEvent, status_patch
 from connectops.reconcilers.connect_cluster import ConnectClusterReconciler
-from connectops.reconcilers.connector import ConnectorObject, ConnectorReconciler
 
 logger = logging.getLogger(__name__)
 
 #: a Kubernetes object body -> the Event poster for it (kopf's, in the handlers)
 Emitter = Callable[[Any], EmitEvent]
-#: a Connector body -> the other objects claiming its connector name
-Rivals = Callable[[Any], Sequence[Claim]]
 
 
 class SecretRotation:
@@ -40,7 +36,7 @@ class SecretRotation:
         self,
         kube: KubeClient,
         clusters: ClusterRegistry,
-        connectors: ConnectorReconciler,
+        connector_pass: Callable[[str, str], Awaitable[None]],
         connect_clusters: ConnectClusterReconciler,
         locks: Mapping[str, asyncio.Lock],
         concurrency: int,
@@ -49,7 +45,8 @@ class SecretRotation:
         self._kube = kube
         self._book = book
         self._clusters = clusters
-        self._connectors = connectors
+        #: a Connector's pass by (namespace, name) (connectops.reconcilers.connector_pass)
+        self._connector_pass = connector_pass
         self._connect_clusters = connect_clusters
         self._locks = locks
         self._concurrency = max(concurrency, 1)
@@ -97,7 +94,6 @@ class SecretRotation:
         keys: frozenset[str],
         uses: Iterable[SecretUse],
         emitter: Emitter,
-        rivals: Rivals,
     ) -> list[SecretUse]:
         """Reconcile every object reading one of ``keys``, a few at a time; those it tried.
 
@@ -110,7 +106,7 @@ class SecretRotation:
             async with gate:
                 try:
                     if use.kind == CONNECTOR:
-                        await self._connector(namespace, use.name, emitter, rivals)
+                        await self._connector_pass(namespace, use.name)
                     else:
                         await self._cluster(namespace, use.name, emitter)
                 except KubeObjectMissing:
@@ -127,16 +123,6 @@ class SecretRotation:
 
         await asyncio.gather(*(one(use) for use in targets))
         return targets
-
-    async def _connector(self, namespace: str, name: str, emitter: Emitter, rivals: Rivals) -> None:
-        body = await self._kube.custom_object(namespace, "connectors", name)
-        async with self._locks[body["metadata"]["uid"]]:
-            outcome = await self._connectors.reconcile(
-                ConnectorObject.from_body(body), emitter(body), periodic=False, rivals=rivals(body)
-            )
-        changes = status_patch(body.get("status") or {}, outcome.status)
-        if changes:
-            await self._kube.patch_status(namespace, "connectors", name, changes)
 
     async def _cluster(self, namespace: str, name: str, emitter: Emitter) -> None:
         body = await self._kube.custom_object(namespace, "connectclusters", name)

@@ -759,6 +759,17 @@ logger.clients.name = org.apache.kafka.clients
 logger.clients.level = WARN
 """
 
+# Connect 3.x logs through reload4j (log4j 1.x), configured by -Dlog4j.configuration: the same
+# INFO-to-stdout as above, in log4j 1 syntax.
+_LOG4J1_PROPERTIES: Final = """\
+log4j.rootLogger=INFO, stdout
+log4j.appender.stdout=org.apache.log4j.ConsoleAppender
+log4j.appender.stdout.layout=org.apache.log4j.PatternLayout
+log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c:%L)%n
+log4j.logger.org.reflections=ERROR
+log4j.logger.org.apache.kafka.clients=WARN
+"""
+
 
 # C1 only: the worker's REST comes up in ~4 s instead of ~8 s on 2 cores (measured); the slower
 # steady state of unoptimised code does not matter for test-sized traffic.
@@ -806,8 +817,14 @@ class ConnectWorker(_Server):
         timeout: float = 90.0,
         standalone: bool = False,
         metrics_port: int | None = None,
+        jar_dir: Path | None = None,
+        version: str = KAFKA_VERSION,
     ) -> None:
         self.workdir = _unique_workdir(root, name)
+        # Another Connect release (tests/env/connect_versions): its classpath, and its version,
+        # which picks the logging backend (log4j 1 before 4.0) and the readiness probe (/health 3.9+).
+        self.jar_dir = jar_dir
+        self.version = version
         # Standalone mode: the same REST API and runtime without a worker group, so creating a
         # connector costs no group rebalance. For benchmarks that compare with it; offsets live
         # in a local file.
@@ -882,10 +899,16 @@ class ConnectWorker(_Server):
     def start(self) -> Self:
         if self.alive:
             raise RuntimeError(f"Connect worker {self.name} is already running")
-        java, jars = java_binary(), connect_jar_dir()
+        java, jars = java_binary(), self.jar_dir or connect_jar_dir()
         self.properties_path.write_text("".join(f"{key}={value}\n" for key, value in self.worker_properties().items()))
-        log4j = self.workdir / "log4j2.properties"
-        log4j.write_text(_LOG4J2_PROPERTIES)
+        if self._version_at_least(4, 0):
+            log4j = self.workdir / "log4j2.properties"
+            log4j.write_text(_LOG4J2_PROPERTIES)
+            log_option = f"-Dlog4j2.configurationFile={log4j}"
+        else:
+            log4j = self.workdir / "log4j.properties"
+            log4j.write_text(_LOG4J1_PROPERTIES)
+            log_option = f"-Dlog4j.configuration=file:{log4j}"
         classpath = ":".join([f"{jars}/*", *(str(p) for p in self.extra_classpath)])
         agent: list[str] = []
         if self.metrics_port is not None:
@@ -897,7 +920,7 @@ class ConnectWorker(_Server):
                 f"-Xmx{self.heap}",
                 *self.jvm_options,
                 *agent,
-                f"-Dlog4j2.configurationFile={log4j}",
+                log_option,
                 "-cp",
                 classpath,
                 "org.apache.kafka.connect.cli.ConnectStandalone"
@@ -935,12 +958,23 @@ class ConnectWorker(_Server):
     def _root_ok(self) -> bool:
         return httpx.get(f"{self.url}/", timeout=2).status_code == 200
 
+    def _version_at_least(self, major: int, minor: int) -> bool:
+        parts = self.version.split(".")
+        return (int(parts[0]), int(parts[1])) >= (major, minor)
+
     def _ready(self) -> bool:
         # /health (KIP-1017) turns 200 once the herder thread runs, which can be before the worker
         # joined its group; GET /connectors is answered by the herder only outside a rebalance
         # (409 during one), so together they mean "can take connector writes now".
         # /connector-plugins proves the plugin scan found the FileStream connectors.
-        for path in ("/health", "/connectors"):
+        # Before 3.9 there is no /health: GET / naming this worker's version stands in for it.
+        if self._version_at_least(3, 9):
+            paths: tuple[str, ...] = ("/health", "/connectors")
+        elif httpx.get(f"{self.url}/", timeout=5).json().get("version") == self.version:
+            paths = ("/connectors",)
+        else:
+            return False
+        for path in paths:
             if httpx.get(f"{self.url}{path}", timeout=5).status_code != 200:
                 return False
         plugins = httpx.get(f"{self.url}/connector-plugins", timeout=5)

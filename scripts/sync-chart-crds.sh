@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Copy the generated CRDs (crds/, from `connectops crds`) into the Helm chart's crds/ directory,
 # which must hold identical files (tests/helm/test_chart.py fails on drift).
+# templates/crds.yaml (value crds.enabled) renders these same files: there is no other copy.
 #   scripts/sync-chart-crds.sh           copy (and remove chart CRDs that no longer exist)
 #   scripts/sync-chart-crds.sh --check   exit 1 if the chart's copy differs
 set -euo pipefail

@@ -146,3 +146,14 @@ rollingUpdate:
 {{- end -}}
 {{- end -}}
 {{- end -}}
+
+{{/* The metadata lines the CRD templates put in place of the crds/ files' `metadata:` line. */}}
+{{- define "connectops.crdMetadata" -}}
+metadata:
+  labels:
+    {{- include "connectops.labels" . | nindent 4 }}
+{{- if .Values.crds.keep }}
+  annotations:
+    helm.sh/resource-policy: keep
+{{- end }}
+{{ end -}}

@@ -24,8 +24,7 @@ from connectops.models import GROUP, VERSION
 from connectops.object_metrics import OBJECTS
 from connectops.priority import background
 from connectops.reconcilers.common import Outcome, status_patch
-from connectops.reconcilers.connector import ConnectorObject
-from connectops.reconcilers.connector_pass import ClaimIndex, Published, Trigger, rivals_of
+from connectops.reconcilers.connector_pass import ClaimIndex, Published, Trigger
 from connectops.reconcilers.group_failover import GroupFailoverReconciler
 from connectops.reconcilers.sweep import sweep
 from connectops.runtime import Runtime, SecretIndex, emitter, seed_claims
@@ -210,17 +209,10 @@ async def connector_sweep(body: kopf.Body, stopped: kopf.DaemonStopped, **_: Any
 
 @kopf.on.delete(GROUP, VERSION, "connectors")
 async def connector_deleted(body: kopf.Body, retry: int, **_: Any) -> None:
-    rt = runtime()
-    meta = body["metadata"]
-    OBJECTS.forget("Connector", meta["namespace"], meta["name"], uid=meta["uid"])
-    rt.later.cancel(meta["uid"])
-    async with rt.locks[meta["uid"]]:
-        try:
-            rivals = rivals_of(_claims(), body)
-            await rt.connectors.delete(ConnectorObject.from_body(body), emitter(body), rivals=rivals)
-        except Exception as exc:
-            raise _retry_later(exc, retry) from None
-    rt.locks.pop(body["metadata"]["uid"], None)
+    try:
+        await runtime().connector_pass.delete(body)
+    except Exception as exc:
+        raise _retry_later(exc, retry) from None
 
 
 # -- ConnectCluster --------------------------------------------------------------------------------

@@ -92,12 +92,17 @@ class Indexes:
         cluster_secrets: SecretFn,
         body_parts: Sequence[str],
         asks: AsksFn | None = None,
+        renames: ClaimFn | None = None,
     ) -> None:
         self._claim, self._cluster = claim, cluster
         self._asks_of = asks
+        self._renames_of = renames
         self._connector_secrets, self._cluster_secrets = connector_secrets, cluster_secrets
         self._parts = tuple(body_parts)
         self.claims: MultiIndex[str, Claim] = MultiIndex()
+        #: the connector an object renames (spec.offsets.from) -> that object's claim: who a
+        #: deleted Connector's connector is handed over to, without listing the namespace
+        self.renames: MultiIndex[str, Claim] = MultiIndex()
         self.by_cluster: MultiIndex[tuple[str, str], str] = MultiIndex()
         self.connector_secrets: MultiIndex[tuple[str, str], SecretUse] = MultiIndex()
         self.cluster_secrets: MultiIndex[tuple[str, str], SecretUse] = MultiIndex()
@@ -121,6 +126,7 @@ class Indexes:
             uid = _uid(body)
             if uid and uid not in self._bodies:  # an event already said more
                 self.claims.put(uid, self._claim(body))
+                self._put_renames(uid, body)
                 self._seeded.add(uid)
                 count += 1
         return count
@@ -137,11 +143,16 @@ class Indexes:
             return False
         asked = self._note_asks(uid, body)
         self.claims.put(uid, self._claim(body))
+        self._put_renames(uid, body)
         self.by_cluster.put(uid, self._cluster(body))
         self.connector_secrets.put(uid, self._connector_secrets(body))
         kept = {key: body[key] for key in self._parts if key in body}
         self._bodies[uid] = json.dumps(kept, separators=(",", ":"), ensure_ascii=False).encode()
         return asked
+
+    def _put_renames(self, uid: str, body: Body) -> None:
+        if self._renames_of is not None:
+            self.renames.put(uid, self._renames_of(body))
 
     def _note_asks(self, uid: str, body: Body) -> bool:
         if self._asks_of is None:
@@ -156,7 +167,7 @@ class Indexes:
 
     def forget_connector(self, uid: str) -> None:
         self._seeded.discard(uid)
-        for index in (self.claims, self.by_cluster, self.connector_secrets):
+        for index in (self.claims, self.renames, self.by_cluster, self.connector_secrets):
             index.remove(uid)
         self._bodies.pop(uid, None)
         self._asks.pop(uid, None)
@@ -174,6 +185,11 @@ class Indexes:
         """The object's latest body, a new copy on every call (None: not seen by an event, or gone)."""
         raw = self._bodies.get(uid)
         return None if raw is None else cast(dict[str, Any], json.loads(raw))
+
+    @property
+    def remembered(self) -> int:
+        """Connectors anything is kept for (a body, a seeded claim, an ask)."""
+        return len(self._bodies.keys() | self._seeded | self._asks.keys())
 
     def known(self, uid: str) -> bool:
         """Whether an event has shown the object and no deletion since."""

@@ -23,6 +23,7 @@ from connectops.adapters.addresses import api_server_endpoints
 from connectops.adapters.kube import KubeClient, load_kube_config
 from connectops.indexes import Indexes
 from connectops.planning import verbs
+from connectops.planning.on_create import renamed_from
 from connectops.planning.ownership import Claim
 from connectops.planning.secrets import (
     CONNECT_CLUSTER,
@@ -87,7 +88,13 @@ class Runtime:
         self.locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         #: every Connector's claim, body and cluster; who reads which Secret (connectops.indexes)
         self.indexes = Indexes(
-            connector_claims, connectors_by_cluster, connector_secrets, cluster_secrets, RESYNC_PARTS, connector_asks
+            connector_claims,
+            connectors_by_cluster,
+            connector_secrets,
+            cluster_secrets,
+            RESYNC_PARTS,
+            connector_asks,
+            connector_renames,
         )
         #: at most PERIODIC_CONCURRENCY Connector resyncs at work at once: a thousand in flight
         #: share the one event loop with a user's change, which then waits a whole round of them
@@ -205,6 +212,22 @@ def connector_claims(body: Mapping[str, Any]) -> dict[str, Claim] | None:
         spec,
     )
     return {claimed_name(name, spec): claim} if claim else None
+
+
+def connector_renames(body: Mapping[str, Any]) -> dict[str, Claim] | None:
+    """A Connector object by the connector it renames (spec.offsets.from), if it renames one."""
+    meta, spec = body.get("metadata") or {}, body.get("spec") or {}
+    old = renamed_from(spec)
+    if old is None:
+        return None
+    claim = claim_of(
+        str(meta.get("namespace") or ""),
+        str(meta.get("name") or ""),
+        str(meta.get("uid") or ""),
+        str(meta.get("creationTimestamp") or ""),
+        spec,
+    )
+    return {old: claim} if claim else None
 
 
 def connector_asks(body: Mapping[str, Any]) -> Hashable | None:

@@ -6,6 +6,12 @@ snapshot's scrapes (and the previous check's, as the "before") into the JSON the
 and the reasons the verdict counts. A diagnosis on the pre-3.1 form (offset commits fail) is
 UNHEALTHY, since every failed commit is a replay waiting to happen; the 3.1+ form (commits
 trail) is DEGRADED.
+
+A task whose own series are served but none of its producer's (``worker_metrics.producer_served``)
+is flagged ``producerMetricsServed: false`` with an INFO reason: its pressure is not judged, the
+operator words the condition and restarts the task (connectops.planning.producer_metrics), and
+the block carries its "before" on (``carriedBaseline``) so that the check after the restart still
+judges the change against the last check that read the producer.
 """
 
 from __future__ import annotations
@@ -24,9 +30,10 @@ from connectops_check.pressure import (
     summarize,
 )
 from connectops_check.snapshot import Scrape, Snapshot, figures_from_dict, figures_to_dict
-from connectops_check.worker_metrics import TaskFigures
+from connectops_check.worker_metrics import TaskFigures, producer_served
 
 CODE = "PRODUCER_PRESSURE"
+NOT_SERVED_CODE = "PRODUCER_METRICS_NOT_SERVED"
 #: tasks reported in one verdict (the ConfigMap it travels in holds 1 MiB)
 MAX_TASKS = 64
 
@@ -39,7 +46,10 @@ def baseline_scrapes(previous_verdict: Mapping[str, Any] | None) -> list[Scrape]
     if not isinstance(producer, Mapping):
         return []
     scrapes = []
-    for raw in producer.get("samples") or []:
+    # a check that could not read some task's producer passed its own "before" on (see
+    # producer_block): the effect of a change is judged against the last check that measured it
+    carried = producer.get("carriedBaseline")
+    for raw in (carried if isinstance(carried, list) else None) or producer.get("samples") or []:
         if isinstance(raw, Mapping):
             scrapes.append(Scrape(int(raw["tsMs"]), [figures_from_dict(t) for t in raw.get("tasks", [])]))
     return scrapes
@@ -108,13 +118,18 @@ def producer_block(
         add_reason("INFO", "PRODUCER_NOT_MEASURED", "the workers' metrics served no figures for this connector's tasks")
         return block
     before = _by_task(baseline)
+    unserved: list[int] = []
     for task, samples in sorted(tasks.items())[:MAX_TASKS]:
+        served = producer_served(samples)
         entry: dict[str, Any] = {
             "task": task,
+            "producerMetricsServed": served,
             "figures": dataclasses.asdict(summarize(samples, worker, producer)),
             "diagnosis": None,
             "effect": None,
         }
+        if not served:
+            unserved.append(task)
         found = diagnose(samples, worker, producer)
         if found is not None:
             entry["diagnosis"] = _diagnosis(found)
@@ -132,4 +147,16 @@ def producer_block(
             }
             add_reason("INFO", "OVERRIDES_EFFECT", effect.message[:1500])
         block["tasks"].append(entry)
+    if unserved:
+        add_reason(
+            "INFO",
+            NOT_SERVED_CODE,
+            f"task(s) {unserved}: the workers' metrics serve the task's series but none of its producer's "
+            "(connector-producer-<connector>-<task>): its producer MBeans are not registered, so "
+            "producer pressure cannot be judged",
+        )
+        if baseline:
+            block["carriedBaseline"] = [
+                {"tsMs": sc.ts_ms, "tasks": [figures_to_dict(t) for t in sc.tasks[:MAX_TASKS]]} for sc in baseline
+            ]
     return block

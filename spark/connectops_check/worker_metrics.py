@@ -191,6 +191,17 @@ FIGURE_SOURCES: Final[Mapping[str, tuple[MetricSource, ...]]] = {
 }
 
 
+#: Figures of the task producer's ``producer-metrics`` MBean itself (not per topic). Kafka
+#: registers that MBean when the producer is built and ``buffer-total-bytes`` has a value from
+#: then on, so a task whose series are served while none of these is has no producer MBean in
+#: the worker's JMX: see ``producer_served``.
+PRODUCER_BEAN_FIGURES: Final = tuple(
+    name
+    for name, sources in FIGURE_SOURCES.items()
+    if all(source.scope is Scope.PRODUCER and source.summed_over is None for source in sources)
+)
+
+
 @dataclass(frozen=True, slots=True)
 class TaskFigures:
     """One scrape of one source task and its producer; None: not served.
@@ -346,3 +357,18 @@ def _figures(connector: str, task: int, found: dict[tuple[int, str, int], float]
                 values[field] = found[(task, field, rank)]
                 break
     return dataclasses.replace(TaskFigures(connector, task), **values)
+
+
+def producer_served(samples: Iterable[TaskFigures]) -> bool:
+    """Whether any scrape served a figure of the task producer's ``producer-metrics`` MBean.
+
+    False for a task whose own series are served while its producer's are not: Kafka's
+    ``JmxReporter`` registers and unregisters MBeans by name, and a task's producer keeps its
+    client id across task restarts (``connector-producer-<connector>-<task>``). When the old
+    task's producer is closed after the new one registered (Connect's ``cancel()`` of a task
+    whose graceful stop timed out closes it from another thread, and the task thread closes it
+    again when it exits), the old reporter's ``close()`` unregisters the new producer's MBeans;
+    nothing registers them again until that producer is closed and a new one is built (a
+    restart of the task). A ``producer.override.client.id`` also leaves a task without them.
+    """
+    return any(getattr(s, name) is not None for s in samples for name in PRODUCER_BEAN_FIGURES)

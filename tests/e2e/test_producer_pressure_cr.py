@@ -3,9 +3,18 @@ post-change check from the workers' own metrics, the recommended producerOverrid
 through the Connector (a config update, not a re-creation), and the next check shows the cure.
 
 The pressure environment (tests/env/pressure.py) puts a per-request latency between the worker
-and the broker and serves the worker's Kafka metrics under Strimzi's JMX-exporter names; a
-FloodSource offers 3,000 records/s of 1 KB. The check runs as the real job, launched by a
-SparkApplication that the spark-operator stand-in runs (tests/env/spark/harness.py).
+and the broker and serves the worker's Kafka metrics through the Prometheus JMX exporter's agent
+with Strimzi's rules; a FloodSource offers 3,000 records/s of 1 KB. The check runs as the real
+job, launched by a SparkApplication that the spark-operator stand-in runs
+(tests/env/spark/harness.py).
+
+The cure's config update restarts the task while its producer cannot drain: when the graceful
+stop times out, the old producer's late close unregisters the new producer's MBeans (same client
+id), and the exporter serves the task without its producer. The check after the change then
+says so (ProducerHealthy Unknown, ProducerMetricsNotServed), the operator restarts the task once
+and checks again (operator/connectops/planning/producer_metrics.py); that check proves the cure.
+Which of the two happens is read from the worker's log and the verdicts, and both are held to
+what they must show.
 """
 
 from __future__ import annotations
@@ -33,11 +42,7 @@ FLOOD = "io.connectops.testplugins.FloodSourceConnector"
 
 @pytest.fixture(scope="module")
 def pressure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PressureEnv]:
-    # PromReporter's imitation, not the real exporter: with the exporter this test's second check
-    # twice had no records-per-request-avg for the restarted task's producer in any sample (so
-    # the effect left "records per request" not compared) while the stand-in served it; until
-    # that is explained on the real worker the cure's proof here reads the stand-in.
-    env = PressureEnv(tmp_path_factory.mktemp("pressure-cr"), latency_ms=40.0, stand_in_metrics=True)
+    env = PressureEnv(tmp_path_factory.mktemp("pressure-cr"), latency_ms=40.0)
     try:
         env.start()
     except (MissingTestEnvError, ServerStartError) as exc:
@@ -48,9 +53,10 @@ def pressure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PressureEnv]:
         env.stop()
 
 
-def check_application(k8s: K8s, generation: int) -> str:
-    """The SparkApplication that checks the change of this generation: a batch of the Connect
-    cluster's checks, named in lastCheck once the change has asked for its check."""
+def check_application(k8s: K8s, generation: int | str) -> str:
+    """The SparkApplication that checks the change of this generation (or the check named
+    ``g<generation>``): a batch of the Connect cluster's checks, named in lastCheck once the
+    change has asked for its check."""
 
     def named() -> str | None:
         last = (k8s.get("connectors", "flood").get("status") or {}).get("lastCheck") or {}
@@ -60,6 +66,32 @@ def check_application(k8s: K8s, generation: int) -> str:
 
     found: str = wait_for(named, 120, f"the check of generation {generation} requested")
     return found
+
+
+def producer_metrics_restart(k8s: K8s, h: FakeSparkOperator, pressure: PressureEnv) -> str:
+    """The check that proves the cure: the change's own (g2) when the restarted task's producer
+    was served, else the one the operator asked for after restarting the task (g2-pm), with the
+    defect held to its cause on the way."""
+    second = verdict_of(k8s, "flood-check-g2")["producer"]["tasks"][0]
+    if second["producerMetricsServed"]:
+        return "flood-check-g2"
+    # the defect, from the system: the change's stop of the task was cancelled, and Kafka has the
+    # new producer's metrics (PromReporter's /raw) while the exporter served none of them
+    assert pressure.graceful_stop_failures("flood") >= 1
+    assert pressure.producer_registered("flood")
+    assert second["diagnosis"] is None
+    unknown = k8s.wait_condition("connectors", "flood", "ProducerHealthy", "Unknown", "ProducerMetricsNotServed", 60)
+    assert "restarted task(s) [0] once" in unknown["message"]
+    restarts = wait_for(
+        lambda: [e for e in k8s.events("flood") if e.reason == "ProducerMetricsRestart"],
+        30,
+        "the ProducerMetricsRestart Event",
+    )
+    assert len(restarts) == 1
+    h.wait_for_state(check_application(k8s, "2-pm"), "COMPLETED", timeout=240)
+    # its restart of a relieved task stopped gracefully: the producer is served
+    assert pressure.producer_served("flood")
+    return "flood-check-g2-pm"
 
 
 def verdict_of(k8s: K8s, application: str) -> dict[str, Any]:
@@ -140,11 +172,12 @@ def test_pressure_is_diagnosed_cured_through_the_connector_and_proven(
         k8s.patch_spec("connectors", "flood", patch["spec"])
         changed_at = time.monotonic()
         h.wait_for_state(check_application(k8s, 2), "COMPLETED", timeout=240)
+        proof = producer_metrics_restart(k8s, h, pressure)
         try:
             cured = k8s.wait_condition("connectors", "flood", "ProducerHealthy", "True", "NoProducerPressure", 120)
         except pytest.fail.Exception as exc:
-            seen = verdict_of(k8s, "flood-check-g2").get("producer")
-            pytest.fail(f"{exc}\nthe second check's producer verdict: {json.dumps(seen)}", pytrace=False)
+            seen = verdict_of(k8s, proof).get("producer")
+            pytest.fail(f"{exc}\nthe {proof} producer verdict: {json.dumps(seen)}", pytrace=False)
         assert "improved" in cured["message"]
 
         live = httpx.get(f"{pressure.connect_url}/connectors/flood/config", timeout=10).json()
@@ -154,7 +187,8 @@ def test_pressure_is_diagnosed_cured_through_the_connector_and_proven(
         assert "ConfigUpdated" in reasons
         assert reasons.count("Created") == 1
 
-        after = verdict_of(k8s, "flood-check-g2")["producer"]["tasks"][0]
+        after = verdict_of(k8s, proof)["producer"]["tasks"][0]
+        assert after["producerMetricsServed"] is True
         assert after["diagnosis"] is None
         effect = {c["figure"]: c for c in after["effect"]["changes"]}
         assert effect["records per request"]["verdict"] == "improved"

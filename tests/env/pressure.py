@@ -20,6 +20,12 @@ puts a ``LatencyProxy`` between every client and the broker:
 * one Connect worker run as Strimzi runs it: the Prometheus JMX exporter's java agent in its JVM
   with Strimzi's Connect rules (``ConnectWorker(metrics_port=...)``, tests/env/jmx), serving at
   ``metrics_url``, and ``floodsource.jar`` (a rate-limited source whose offsets count records);
+* after a change that restarts a task under pressure, ``served_after_restart`` tells whether the
+  exporter serves the new task's producer and, when it does not, applies the operator's remedy:
+  the graceful stop timed out, Connect cancelled the task, and the old producer's last close
+  (by the old task's thread, after the new producer registered) unregistered the new producer's
+  MBeans, which share its client id and so its names (Kafka's ``JmxReporter.close`` unregisters
+  by name). One more restart, which the relieved task survives gracefully, has it served;
 * ``promreporter.jar`` as a metric reporter (``metric.reporters`` and
   ``producer.metric.reporters``), read for one figure only, at ``raw_metrics_url``: Strimzi's
   rules serve no ``offset-commit-failure-percentage`` (the task rule knows no ``-percentage``),
@@ -29,6 +35,9 @@ puts a ``LatencyProxy`` between every client and the broker:
 
 Committed source offsets are read by consuming the worker's offsets topic (``OffsetsTail``);
 record counts, where needed, by consuming.
+
+One module of ~600 lines: the environment, the figures it reads and the phases it measures are
+used together by the e2e tests and the benchmark, and none of them means anything alone.
 
     with PressureEnv(root, latency_ms=40) as env:
         env.create_topic("flood")
@@ -234,6 +243,28 @@ class OffsetsTail:
                 self._latest[str(name)] = seq
 
 
+@dataclass(frozen=True)
+class AfterRestart:
+    """What followed a change that restarted a task (``PressureEnv.served_after_restart``)."""
+
+    #: task starts before the phase to measure (pass as ``measure(starts_before=...)``)
+    starts: int
+    #: graceful stops of the task the worker gave up on (cancelled) before the remedy
+    cancelled: int
+    #: whether the exporter served the new producer once every older producer was closed
+    served: bool
+    #: whether the task was restarted once more (the operator's remedy) to have it served
+    restarted: bool
+
+    def describe(self) -> str:
+        if self.served:
+            return f"the new producer is served ({self.cancelled} cancelled stop(s))"
+        return (
+            f"the new producer is not served after a cancelled stop ({self.cancelled}): its MBeans unregistered by "
+            "the old producer's close while Kafka had its metrics; served again after one restart of the task"
+        )
+
+
 @dataclass
 class Phase:
     """What one measuring phase saw of one connector: a sample per interval of (figures,
@@ -320,7 +351,6 @@ class PressureEnv:
         worker_properties: Mapping[str, str] | None = None,
         heap: str = "768m",
         name: str = "pressure",
-        stand_in_metrics: bool = False,
     ) -> None:
         self.root = root
         self.root.mkdir(parents=True, exist_ok=True)
@@ -330,9 +360,6 @@ class PressureEnv:
         self.proxy = LatencyProxy(("127.0.0.1", self.kafka.port), delay=latency_ms / 1000, port=self.proxy_port)
         self.metrics_port = free_port()
         self.raw_port = free_port()
-        # True: metrics_url is PromReporter's imitation of the exporter instead of the exporter
-        # (see the operator's pressure test for the one use left).
-        self.stand_in_metrics = stand_in_metrics
         reporters = f"org.apache.kafka.common.metrics.JmxReporter,{PROM_REPORTER}"
         properties = {
             "metric.reporters": reporters,
@@ -368,9 +395,7 @@ class PressureEnv:
 
     @property
     def metrics_url(self) -> str:
-        """The JMX exporter agent's endpoint (Strimzi's rules), or PromReporter's imitation of it."""
-        if self.stand_in_metrics:
-            return f"http://127.0.0.1:{self.raw_port}/metrics"
+        """The JMX exporter agent's endpoint (Strimzi's rules)."""
         return f"http://127.0.0.1:{self.metrics_port}/metrics"
 
     @property
@@ -488,6 +513,77 @@ class PressureEnv:
         marker = f"FloodSourceTask {connector} starting at seq "
         text = self.connect.log_path.read_text(errors="replace")
         return [int(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(marker)]
+
+    def restart_task(self, connector: str, task: int = 0) -> None:
+        """``POST /connectors/<name>/tasks/<task>/restart``: what the operator does when a running
+        task's producer is not served (operator/connectops/planning/producer_metrics.py)."""
+        url = f"{self.connect_url}/connectors/{quote(connector, safe='')}/tasks/{task}/restart"
+        self.http.post(url).raise_for_status()
+
+    def _log_count(self, line: str) -> int:
+        return self.connect.log_path.read_text(errors="replace").count(line)
+
+    def graceful_stop_failures(self, connector: str, task: int = 0) -> int:
+        """How often the worker gave up stopping the task gracefully (``task.shutdown.graceful.timeout.ms``)
+        and cancelled it: its thread was blocked, e.g. in ``send()`` on a full producer buffer."""
+        return self._log_count(f"Graceful stop of task {connector}-{task} failed.")
+
+    def producer_closes(self, connector: str, task: int = 0) -> int:
+        """How often a producer of the task was closed (``AppInfoParser`` logs each close)."""
+        return self._log_count(f"App info kafka.producer for connector-producer-{connector}-{task} unregistered")
+
+    def old_producers_closed(self, connector: str, task: int = 0) -> bool:
+        """Whether every producer of the task's earlier starts is closed for the last time: once per
+        stop, and a cancelled task's twice (``cancel()`` closes it at once from another thread,
+        the task's thread again when it exits)."""
+        stops = len(self.task_starts(connector)) - 1
+        return self.producer_closes(connector, task) >= stops + self.graceful_stop_failures(connector, task)
+
+    def producer_served(self, connector: str, task: int = 0) -> bool:
+        """Whether the exporter serves the task's producer (its producer-metrics MBean), as the
+        check judges it (connectops_check.worker_metrics.producer_served)."""
+        from connectops_check.worker_metrics import parse_worker_metrics, producer_served
+
+        figures = parse_worker_metrics(self.scrape(), connector).get((connector, task))
+        return figures is not None and producer_served([figures])
+
+    def producer_registered(self, connector: str, task: int = 0) -> bool:
+        """Whether the task's producer has live metrics in Kafka (PromReporter's ``/raw``, which
+        keeps each reporter's own metrics instead of the JVM's MBean names)."""
+        bean = f"kafka.producer:type=producer-metrics,client-id=connector-producer-{connector}-{task}"
+        line = f"{bean}\tbuffer-total-bytes\t"
+        return line in self.http.get(self.raw_metrics_url).text
+
+    def served_after_restart(self, connector: str, *, starts_before: int, task: int = 0) -> AfterRestart:
+        """After a change that restarts the task: once every earlier producer is closed for the
+        last time, is the new one served by the exporter? If not (the clobbering of the module
+        docstring: a cancelled stop, Kafka has the producer's metrics), restart the task once as
+        the operator does and wait for that producer to be served. Raises ``AssertionError``
+        when what is seen is not that defect (not served without a cancelled stop, or served
+        neither after the remedy)."""
+        wait_until(
+            lambda: len(self.task_starts(connector)) > starts_before,
+            timeout=90,
+            what=f"task start {starts_before + 1} of {connector}",
+        )
+        wait_until(lambda: self.old_producers_closed(connector, task), timeout=60, what="the old producer closed")
+        wait_until(lambda: self.producer_registered(connector, task), timeout=30, what="the new producer in Kafka")
+        cancelled = self.graceful_stop_failures(connector, task)
+        if self.producer_served(connector, task):
+            return AfterRestart(starts_before, cancelled, served=True, restarted=False)
+        assert cancelled >= 1, "the exporter does not serve the new producer, yet no stop of the task was cancelled"
+        self.restart_task(connector, task)
+        wait_until(
+            lambda: len(self.task_starts(connector)) > starts_before + 1,
+            timeout=90,
+            what=f"task start {starts_before + 2} of {connector}",
+        )
+        wait_until(lambda: self.old_producers_closed(connector, task), timeout=60, what="the old producer closed")
+        assert self.graceful_stop_failures(connector, task) == cancelled, "the relieved task's stop was cancelled too"
+        wait_until(
+            lambda: self.producer_served(connector, task), timeout=30, what="the restarted task's producer served"
+        )
+        return AfterRestart(starts_before + 1, cancelled, served=False, restarted=True)
 
     def committed(self, connector: str) -> int | None:
         """The connector's latest committed ``seq`` in the offsets topic (None: none yet)."""

@@ -15,13 +15,16 @@ from prometheus_client import REGISTRY
 
 from connectops.adapters.kube import KubeClient
 from connectops.indexes import Indexes
+from connectops.object_metrics import OBJECTS
 from connectops.reconcilers.common import EmitEvent, KeyedSlots
 from connectops.reconcilers.connector_pass import ConnectorPass, Trigger
+from connectops.reconcilers.sweep import Later
 from connectops.runtime import (
     RESYNC_PARTS,
     cluster_secrets,
     connector_asks,
     connector_claims,
+    connector_renames,
     connector_secrets,
     connectors_by_cluster,
 )
@@ -38,7 +41,13 @@ class Rig:
         self.world = world
         self.kube = world.kube
         self.indexes = Indexes(
-            connector_claims, connectors_by_cluster, connector_secrets, cluster_secrets, RESYNC_PARTS, connector_asks
+            connector_claims,
+            connectors_by_cluster,
+            connector_secrets,
+            cluster_secrets,
+            RESYNC_PARTS,
+            connector_asks,
+            connector_renames,
         )
         self.locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self.periodic_slots = asyncio.Semaphore(periodic_slots)
@@ -178,3 +187,38 @@ async def test_a_resync_words_a_correction_as_drift_and_a_change_does_not(rig: R
     rig.events.clear()
     await rig.passes.on_change(body)
     assert ("Normal", "ConfigUpdated") in [(e.type, e.reason) for e in rig.events]
+
+
+@pytest.mark.timeout(180)
+async def test_a_thousand_deleted_connectors_leave_nothing_behind() -> None:
+    """Each Connector created, resynced and asked to look again later, then deleted as kopf does
+    it (the delete handler, then the watch's DELETED event): every memo this process keeps per
+    object is empty again, and Connect holds none of them."""
+    rig = Rig(make_world())
+    rig.passes.later = Later(lambda uid: _ran(rig.passes.by_uid(uid, Trigger.RESYNC)), spacing=0.5)
+    bodies = [rig.add(f"c-{i:04d}") for i in range(1000)]
+    for body in bodies:
+        assert (await rig.passes.on_change(body)).error is None
+        await rig.passes.by_uid(body["metadata"]["uid"], Trigger.RESYNC)
+        rig.passes.later.at(body["metadata"]["uid"], 3600.0)
+    assert len(rig.world.connect.connectors) == 1000
+    assert len(rig.world.reconciler.memos) == 1000
+    assert rig.passes.later.remembered == 1000
+    assert len(OBJECTS.connectors) >= 1000
+
+    for body in bodies:
+        await rig.passes.delete(body)
+        rig.indexes.connector_event(body, deleted=True)
+
+    assert rig.world.connect.connectors == {}
+    assert len(rig.world.reconciler.memos) == 0
+    assert len(rig.locks) == 0
+    assert rig.passes.later.remembered == 0
+    assert rig.indexes.remembered == 0
+    assert not any(len(claims) for claims in rig.indexes.claims.values())
+    assert not [key for key in OBJECTS.connectors if key[1].startswith("c-")]
+    await rig.passes.later.close()
+
+
+async def _ran(run: Any) -> None:
+    await run

@@ -20,7 +20,8 @@ from connectops.planning.ownership import Claim
 from connectops.reconcilers.checks import CheckRunner, check_defaults
 from connectops.reconcilers.clusters import ClusterRegistry
 from connectops.reconcilers.common import Outcome, status_patch
-from connectops.reconcilers.connector import ConnectorObject, ConnectorReconciler
+from connectops.reconcilers.connector import ConnectorObject, ConnectorReconciler, claimed_name
+from connectops.runtime import connector_renames
 from connectops.settings import Settings
 from tests.doubles.connect import FakeConnect, client_factory
 from tests.doubles.kube import FakeKube
@@ -132,7 +133,18 @@ class World:
         return outcome
 
     async def delete(self, *, rivals: Sequence[Claim] = ()) -> None:
-        await self.reconciler.delete(ConnectorObject.from_body(copy.deepcopy(self.body)), self.emit, rivals=rivals)
+        """The delete handler, its heirs from the objects FakeKube holds by the index's own rule
+        (connectops.runtime.connector_renames), as the watch would have indexed them."""
+        connector = claimed_name(self.body["metadata"]["name"], self.body.get("spec") or {})
+        heirs = [
+            claim
+            for (_, plural, _), other in self.kube.objects.items()
+            if plural == "connectors"
+            for old, claim in (connector_renames(other) or {}).items()
+            if old == connector
+        ]
+        obj = ConnectorObject.from_body(copy.deepcopy(self.body))
+        await self.reconciler.delete(obj, self.emit, rivals=rivals, heirs=heirs)
 
 
 def settings(**overrides: Any) -> Settings:

@@ -153,3 +153,23 @@ def test_a_change_of_what_an_object_asks_outside_its_spec_is_said_once_and_never
     assert not ix.connector_event(a, deleted=True)
     assert not ix._asks  # forgotten with the object
     assert not ix.connector_event(a, deleted=False)  # a new sight after deletion is a first one
+
+
+def test_renames_are_indexed_from_the_startup_list_and_events_and_go_with_deletion() -> None:
+    """Who renames a connector (spec.offsets.from), by the runtime's own rule: what a deleted
+    Connector's delete hands its connector over to, without listing the namespace."""
+    from connectops.runtime import connector_renames
+
+    ix = Indexes(claim, cluster, secrets, secrets, ("metadata", "spec", "status"), None, connector_renames)
+    renamer = body("a", "orders-v2", "u2", "orders-v2")
+    renamer["spec"]["offsets"] = {"from": {"connector": "orders"}}
+    plain = body("a", "other", "u3", "other")
+    assert ix.seed_claims([renamer, plain]) == 2
+    assert [c.uid for c in ix.renames.get("orders", [])] == ["u2"]
+    assert list(ix.renames) == ["orders"]
+    renamer["spec"]["offsets"]["from"] = {"connector": "legacy"}
+    ix.connector_event(renamer, deleted=False)
+    assert "orders" not in ix.renames
+    assert [c.name for c in ix.renames["legacy"]] == ["orders-v2"]
+    ix.connector_event(renamer, deleted=True)
+    assert len(ix.renames) == 0

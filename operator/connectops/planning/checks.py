@@ -16,6 +16,7 @@ from typing import Any
 from connectops.models.base import SecretKeyRef
 from connectops.models.checks import CheckSpec, SparkCheckDefaults, SparkResources
 from connectops.models.connect_cluster import BasicAuth
+from connectops.planning import producer_metrics
 from connectops.redact import without_userinfo
 
 SPARK_GROUP, SPARK_VERSION, SPARK_PLURAL = "sparkoperator.k8s.io", "v1beta2", "sparkapplications"
@@ -435,6 +436,8 @@ class CheckConditions:
     balance: tuple[bool | None, str, str]
     #: ProducerHealthy; None when the check did not read the workers' metrics
     producer: tuple[bool | None, str, str] | None = None
+    #: tasks whose own series were read but not their producer's (planning.producer_metrics)
+    unserved_producer_tasks: tuple[int, ...] = ()
 
 
 def conditions_for(state: str, verdict: Mapping[str, Any] | None, error: str | None = None) -> CheckConditions:
@@ -466,7 +469,9 @@ def conditions_for(state: str, verdict: Mapping[str, Any] | None, error: str | N
             if bad
             else (True, "Balanced", "traffic and assignment within thresholds")
         )
-    return CheckConditions(lag, balance, producer_condition(verdict.get("producer")))
+    return CheckConditions(
+        lag, balance, producer_condition(verdict.get("producer")), producer_metrics.unserved_tasks(verdict)
+    )
 
 
 def producer_condition(block: Any) -> tuple[bool | None, str, str] | None:
@@ -478,6 +483,14 @@ def producer_condition(block: Any) -> tuple[bool | None, str, str] | None:
     diagnosed = [t["diagnosis"] for t in tasks if isinstance(t.get("diagnosis"), Mapping)]
     if diagnosed:
         return (False, "ProducerPressure", str(diagnosed[0].get("message", ""))[:1500])
+    unserved = list(producer_metrics.unserved_tasks({"producer": block}))
+    if unserved:
+        # the reconciler words it with what it does about it (planning.producer_metrics.decide)
+        return (
+            None,
+            producer_metrics.NOT_SERVED,
+            f"the workers' metrics serve task(s) {unserved} but not their producers'",
+        )
     if not tasks:
         return (None, "NotMeasured", "the workers' metrics served no figures for this connector's tasks")
     said = f"{len(tasks)} task(s): producers keep up, offset commits keep up"

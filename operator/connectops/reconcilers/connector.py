@@ -46,7 +46,6 @@ from connectops.models.connector import (
     ConnectorStatus,
     DesiredState,
     TaskStatus,
-    VerbTokens,
 )
 from connectops.models.interruption import InterruptionCause
 from connectops.planning import on_create as on_create_plan
@@ -79,12 +78,13 @@ from connectops.planning.ownership import Claim, conflict_message, owner
 from connectops.planning.plugin_versions import CONNECTOR_TYPES, version_problems
 from connectops.planning.secrets import RotationBook, rotated_refs, rotation_message
 from connectops.planning.verbs import RECONCILE, BadVerb, Restart, acted_on, pending_verbs, reconcile_paused
-from connectops.reconcilers import change_cost
+from connectops.reconcilers import change_cost, producer_metrics
 from connectops.reconcilers.change_cost import StatusFeed, watch_for
 from connectops.reconcilers.checks import CheckRunner, apply_check_conditions
 from connectops.reconcilers.claims import ClaimRecords
 from connectops.reconcilers.clusters import ClusterHandle, ClusterRegistry
-from connectops.reconcilers.common import Backoff, Conditions, EmitEvent, Outcome, each_object
+from connectops.reconcilers.common import Backoff, Conditions, EmitEvent, Outcome
+from connectops.reconcilers.connector_memo import Memos
 from connectops.reconcilers.mirror_loss import MirrorLossWatch
 from connectops.reconcilers.on_create import AtCreateProbe, NewConnector, OffsetsOnCreate
 from connectops.reconcilers.reset_hold import hold_spec
@@ -200,23 +200,9 @@ class ConnectorReconciler:
         self._clusters = clusters
         self._settings = settings
         self._checks = checks
-        self._acted: dict[str, VerbTokens] = {}
-        #: the restart bookkeeping this process wrote last per object (see :meth:`_apply`)
-        self._books: dict[str, AutoRestartStatus] = {}
-        #: the generation this process reconciled last per object (see :meth:`reconcile`)
-        self._generations: dict[str, int] = {}
-        #: per object: when its current unbroken run of Ready observations began (in memory: a
-        #: new process starts the run again, which only delays clearing a restart count)
-        self._ready_since: dict[str, float] = {}
-        #: per object: when its current unbroken run of failing observations began, what its
-        #: first automatic restart counts from (in memory: a new process sees the failure anew
-        #: and waits ``initialSeconds`` again, which only delays that restart)
-        self._failing_since: dict[str, float] = {}
+        #: what this process remembers of each Connector between passes, forgotten on delete
+        self.memos = Memos()
         self._on_create = OffsetsOnCreate(kube)
-        self._missing_plugin: dict[str, str] = {}
-        #: the latest check this process launched or read per object (see :meth:`_check`)
-        self._last_checks: dict[str, LastCheck] = {}
-        self._missing_version: dict[str, str] = {}
         self._mirror_loss = MirrorLossWatch()
         self._claims = ClaimRecords(kube, settings.claim_namespace)
 
@@ -240,8 +226,8 @@ class ConnectorReconciler:
         # a resync that reaches a spec change before the change's own handler (queued behind it)
         # applies the user's change: ConfigUpdated, not drift (the handler then finds the live
         # config already as desired). What this process acted on last counts too: the body can
-        # predate the status patch of the handler just before (see _books)
-        acted = max(obj.status.observed_generation or 0, self._generations.get(obj.uid, 0))
+        # predate the status patch of the handler just before (see ConnectorMemo.book)
+        acted = max(obj.status.observed_generation or 0, self.memos.of(obj.uid).generation)
         if periodic and obj.generation is not None and acted < obj.generation:
             periodic = False
         outcome = Outcome()
@@ -250,7 +236,7 @@ class ConnectorReconciler:
         )
         status.conditions = conditions.items
         if obj.generation is not None:
-            self._generations[obj.uid] = obj.generation
+            self.memos.of(obj.uid).generation = obj.generation
         outcome.status = _storable(obj.status.patch(), status, conditions)
         return outcome
 
@@ -419,7 +405,7 @@ class ConnectorReconciler:
         # patches after the handler returns, outside the per-object lock): a resync timer queued
         # behind a change would count from the old book and restart a failed task a second time.
         # What this process wrote last is remembered; the status is the record across restarts.
-        book_raw = self._books.get(obj.uid) or obj.status.auto_restart
+        book_raw = self.memos.of(obj.uid).book or obj.status.auto_restart
         if _reconcile_paused(obj, conditions):
             self._report(status, state, book_raw)
             return None
@@ -464,7 +450,7 @@ class ConnectorReconciler:
         book_raw, watch, feed = await self._act_all(
             plan.actions, cluster, connector, desired, state, book, book_raw, emit, periodic, rotation, at_create
         )
-        self._books[obj.uid] = book_raw
+        self.memos.of(obj.uid).book = book_raw
         conditions.set("Synced", True, "Synced", "live config matches the spec")
         await self._on_create.report(new, caps, created, at_create.read, status, conditions, emit)
 
@@ -490,12 +476,14 @@ class ConnectorReconciler:
         else:
             conditions.set("Ready", ready.ready, ready.reason, ready.message)
         if self._restarts_cleared(obj.uid, spec, ready.ready, book):
-            book_raw = self._books[obj.uid] = AutoRestartStatus(count=0, last_restart_time=book_raw.last_restart_time)
+            book_raw = self.memos.of(obj.uid).book = AutoRestartStatus(
+                count=0, last_restart_time=book_raw.last_restart_time
+            )
         self._report(status, state, book_raw)
         look = self._look(obj.uid, spec, observe(state, live), book_raw, conclusive=bool(plan.actions))
         if state is not None:
             await self._restarts(obj, spec, cluster, connector, state, book_raw, status, emit)
-        await self._check(obj, spec, connector, cluster, plan.actions, conditions, status)
+        await self._check(obj, spec, connector, cluster, plan.actions, conditions, status, state, emit)
         await self._mirror_loss.look(client, connector, desired, obj.annotations, obj.status, status, conditions)
         if watch is not None and feed is not None:
             # after the check is launched: the check follows the change, not the end of its watch
@@ -507,20 +495,16 @@ class ConnectorReconciler:
         """Records this observation in the object's run of Ready ones; whether its restart
         count starts again from 0 (planning.connector.restarts_cleared)."""
         now = time.time()
-        since = ready_run_start(ready, self._ready_since.get(uid), now)
-        if since is None:
-            self._ready_since.pop(uid, None)
-        else:
-            self._ready_since[uid] = since
+        memo = self.memos.of(uid)
+        since = memo.ready_since = ready_run_start(ready, memo.ready_since, now)
         return restarts_cleared(spec, ready, book, now, since)
 
     def _seen(self, uid: str, book: RestartBook, observed: ObservedConnector, *, conclusive: bool) -> RestartBook:
         """Records this observation in the object's run of failing ones; the book with its start."""
-        since = failing_run_start(failing(observed), self._failing_since.get(uid), time.time(), conclusive=conclusive)
-        if since is None:
-            self._failing_since.pop(uid, None)
-        else:
-            self._failing_since[uid] = since
+        memo = self.memos.of(uid)
+        since = memo.failing_since = failing_run_start(
+            failing(observed), memo.failing_since, time.time(), conclusive=conclusive
+        )
         return RestartBook(book.count, book.last_restart_at, since)
 
     def _look(
@@ -558,7 +542,7 @@ class ConnectorReconciler:
         plan = plan_connector(spec, desired, observe(state, live), caps, locked_by=None, restarts=book, now=time.time())
         # the restart book is reset once the connector is seen Ready: that too is a decision
         # (CI25: a listing taken while a failing task was briefly RUNNING reset it each time)
-        verbs = pending_verbs(obj.annotations, self._acted.get(obj.uid) or obj.status.verbs)
+        verbs = pending_verbs(obj.annotations, self.memos.of(obj.uid).acted or obj.status.verbs)
         if not (plan.actions or book.count > 0 or verbs):
             return plan, live, state
         if not fresh:
@@ -611,13 +595,13 @@ class ConnectorReconciler:
             # once per object and class: a resync queued behind the change handler gets the
             # body from before its status patch and would announce it a second time
             conditions.set("Valid", False, "PluginNotFound", message)
-            if self._missing_plugin.get(obj.uid) != spec.connector_class:
-                self._missing_plugin[obj.uid] = spec.connector_class
+            if self.memos.of(obj.uid).missing_plugin != spec.connector_class:
+                self.memos.of(obj.uid).missing_plugin = spec.connector_class
                 emit("Warning", "PluginNotFound", message)
             conditions.set("Synced", False, "PluginNotFound", "nothing was applied: the class is not installed")
             conditions.set("Ready", False, "PluginNotFound", f"connector class {spec.connector_class} is not installed")
             return False
-        self._missing_plugin.pop(obj.uid, None)
+        self.memos.of(obj.uid).missing_plugin = None
         problems = version_problems(spec, plugins)
         if problems:
             message = redactor(
@@ -627,8 +611,8 @@ class ConnectorReconciler:
             conditions.set("Valid", False, "PluginVersionNotFound", message)
             # once per object and set of pins, for the same reason as PluginNotFound above
             pins = "\x00".join(f"{p.key}={p.plugin}@{p.wanted}" for p in problems)
-            if self._missing_version.get(obj.uid) != pins:
-                self._missing_version[obj.uid] = pins
+            if self.memos.of(obj.uid).missing_version != pins:
+                self.memos.of(obj.uid).missing_version = pins
                 emit("Warning", "PluginVersionNotFound", message)
             conditions.set(
                 "Synced", False, "PluginVersionNotFound", "nothing was applied: no installed version matches the pin"
@@ -640,7 +624,7 @@ class ConnectorReconciler:
                 ", ".join(f"{p.key}={p.wanted} matches no installed version" for p in problems),
             )
             return False
-        self._missing_version.pop(obj.uid, None)
+        self.memos.of(obj.uid).missing_version = None
         result = await cluster.client.validate(spec.connector_class, desired)
         if result.error_count:
             detail = "; ".join(f"{k}: {' '.join(v)}" for k, v in sorted(result.errors.items()))
@@ -780,7 +764,7 @@ class ConnectorReconciler:
         # The body a handler gets can predate the status patch of the handler before it (kopf
         # patches after the handler returns, outside the per-object lock): what this process
         # did last is remembered here, the status is the record across restarts.
-        acted = self._acted.get(obj.uid) or obj.status.verbs
+        acted = self.memos.of(obj.uid).acted or obj.status.verbs
         for verb in pending_verbs(obj.annotations, acted):
             if isinstance(verb, BadVerb):
                 emit("Warning", "BadAnnotation", f"{verb.annotation}: {verb.value[:100]!r}: {verb.why}")
@@ -799,7 +783,7 @@ class ConnectorReconciler:
                     await client.restart_task(connector, task_id)
                 emit("Normal", "Restarted", f"{verb.annotation}={verb.value}: restarted tasks {list(verb.task_ids)}")
             acted = acted_on(acted, verb)
-            self._acted[obj.uid] = acted
+            self.memos.of(obj.uid).acted = acted
             cluster.forget_listed(connector)
             status.verbs = acted
         return watch, feed
@@ -813,17 +797,21 @@ class ConnectorReconciler:
         actions: list[Any],
         conditions: Conditions,
         status: ConnectorStatus,
+        state: ConnectorState | None,
+        emit: EmitEvent,
+        again: str | None = None,
     ) -> None:
-        """After a change: launch the lag/balance check. Otherwise: follow the one in flight."""
+        """After a change: launch the lag/balance check. Otherwise: follow the one in flight.
+        ``again``: the trigger of a check asked for by what the last one found (restarted tasks)."""
         changes = [a for a in actions if isinstance(a, Create | UpdateConfig | SetState)]
         # A resync queued behind the change handler gets the body from before that handler's
         # status patch: following the check stored there would put the previous check back
         # over the one just launched. What this process launched last is the newer record.
-        last = _newer_check(obj.status.last_check, self._last_checks.get(obj.uid))
-        trigger = ""
-        if changes:
+        last = _newer_check(obj.status.last_check, self.memos.of(obj.uid).last_check)
+        trigger = again or ""
+        if again is None and changes:
             trigger = f"generation {obj.generation}: " + ", ".join(type(a).__name__ for a in changes)
-        elif last is not None and await self._checks.lost(obj.namespace, last, obj.uid):
+        elif again is None and last is not None and await self._checks.lost(obj.namespace, last, obj.uid):
             # queued by a process that is gone before its batch was launched: asked again
             trigger = last.trigger or f"generation {obj.generation}"
         if trigger:
@@ -834,19 +822,20 @@ class ConnectorReconciler:
                     "kind": "Connector",
                     "metadata": {"name": obj.name, "uid": obj.uid},
                 },
-                suffix=f"g{obj.generation}",
+                suffix=f"g{obj.generation}-pm" if again else f"g{obj.generation}",
                 connector=connector,
                 cluster=cluster.spec,
                 cluster_name=cluster.name,
                 check=spec.check,
                 trigger=trigger,
                 context=CheckContext(
-                    desired_state=str(spec.state), baseline_config_map=_previous_verdict(obj.status.last_check)
+                    desired_state=str(spec.state),
+                    baseline_config_map=_previous_verdict(status.last_check if again else obj.status.last_check),
                 ),
             )
             if launched is not None:
                 status.last_check = launched
-                self._last_checks[obj.uid] = launched
+                self.memos.of(obj.uid).last_check = launched
                 if launched.state == "NOT_SUBMITTED":
                     reason = "; ".join(launched.reasons)
                     conditions.set("LagHealthy", None, "CheckNotSubmitted", reason)
@@ -855,9 +844,14 @@ class ConnectorReconciler:
         if last is not None:
             updated, result = await self._checks.poll(obj.namespace, last, spec.check)
             status.last_check = updated
-            self._last_checks[obj.uid] = updated
+            self.memos.of(obj.uid).last_check = updated
             if result is not None:
                 apply_check_conditions(conditions, result)
+                retrigger = await producer_metrics.remedy(
+                    cluster.client, connector, spec, state, updated, result, conditions, emit, obj.generation
+                )
+                if retrigger is not None:
+                    await self._check(obj, spec, connector, cluster, [], conditions, status, state, emit, retrigger)
 
     async def _set_state(self, client: ConnectApi, connector: str, target: DesiredState) -> None:
         if target is DesiredState.RUNNING:
@@ -951,27 +945,22 @@ class ConnectorReconciler:
             lock = await self._kube.lock_holder(namespace, cluster.name, connector)
         return lock
 
-    async def delete(self, obj: ConnectorObject, emit: EmitEvent, *, rivals: Sequence[Claim] = ()) -> None:
+    async def delete(
+        self, obj: ConnectorObject, emit: EmitEvent, *, rivals: Sequence[Claim] = (), heirs: Sequence[Claim] = ()
+    ) -> None:
         """Remove the connector from Connect, then give up the object's claim on it (not before:
         a rival that took the claim over would create the connector again under this delete). A
         vanished ConnectCluster cannot be reached any more, so the finalizer is released with a
-        warning instead of blocking deletion forever."""
-        for memo in (
-            self._last_checks,
-            self._books,
-            self._acted,
-            self._ready_since,
-            self._failing_since,
-            self._generations,
-            self._missing_plugin,
-            self._missing_version,
-        ):
-            memo.pop(obj.uid, None)
+        warning instead of blocking deletion forever. ``heirs``: the Connector objects renaming
+        this one's connector (spec.offsets.from), from the index."""
+        self.memos.forget(obj.uid)
         self._checks.batches.withdraw(obj.uid)
-        await self._delete(obj, emit, rivals)
+        await self._delete(obj, emit, rivals, heirs)
         await self._claims.release(Claim(obj.namespace, obj.name, obj.uid, obj.created, ""), obj.status.claim)
 
-    async def _delete(self, obj: ConnectorObject, emit: EmitEvent, rivals: Sequence[Claim]) -> None:
+    async def _delete(
+        self, obj: ConnectorObject, emit: EmitEvent, rivals: Sequence[Claim], heirs: Sequence[Claim]
+    ) -> None:
         try:
             spec = ConnectorSpec.model_validate(obj.spec)
         except ValidationError:
@@ -1007,7 +996,7 @@ class ConnectorReconciler:
                 f"connector {connector} is held by {_holder_text(lock.holder, obj.namespace)}; it is deleted "
                 "from Kafka Connect when that reset ends (or when its OffsetReset is deleted)"
             )
-        heir = await self._heir(obj, connector, cluster)
+        heir = await self._heir(obj, connector, cluster, heirs)
         if heir is not None:
             # a rename takes it over: deleting it here would lose the offsets it is to carry
             await self._kube.annotate(obj.namespace, "connectors", heir, {on_create_plan.HANDED_OVER: connector})
@@ -1040,13 +1029,23 @@ class ConnectorReconciler:
                 "its offsets untouched, and no Connector object manages it",
             )
 
-    async def _heir(self, obj: ConnectorObject, connector: str, cluster: ClusterHandle) -> str | None:
+    async def _heir(
+        self, obj: ConnectorObject, connector: str, cluster: ClusterHandle, candidates: Sequence[Claim]
+    ) -> str | None:
         """The Connector object of this namespace that renames this one's connector
-        (spec.offsets.from) on the same Kafka cluster and has not created its own yet, if any."""
+        (spec.offsets.from) on the same Kafka cluster and has not created its own yet, if any.
+        ``candidates`` come from the index (never a LIST of the namespace: deleting N Connectors
+        would read N objects N times); each is read afresh, since the index may trail."""
         heirs = []
-        async for other in each_object(self._kube.custom_object_pages("connectors", obj.namespace)):
+        for candidate in candidates:
+            if candidate.uid == obj.uid or candidate.namespace != obj.namespace:
+                continue
+            try:
+                other = await self._kube.custom_object(obj.namespace, "connectors", candidate.name)
+            except KubeObjectMissing:
+                continue
             meta = other.get("metadata") or {}
-            if meta.get("uid") == obj.uid or meta.get("deletionTimestamp"):
+            if meta.get("uid") != candidate.uid or meta.get("deletionTimestamp"):
                 continue
             spec = other.get("spec") or {}
             if on_create_plan.renamed_from(spec) != connector:

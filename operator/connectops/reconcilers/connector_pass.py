@@ -27,7 +27,7 @@ import asyncio
 import contextlib
 import enum
 import time
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,7 +91,7 @@ class ConnectorPass:
         reconciler: ConnectorReconciler,
         indexes: Indexes,
         *,
-        locks: Mapping[str, asyncio.Lock],
+        locks: MutableMapping[str, asyncio.Lock],
         periodic_slots: asyncio.Semaphore,
         change_slots: KeyedSlots,
         emitter: Emitter,
@@ -136,6 +136,22 @@ class ConnectorPass:
             if (body.get("metadata") or {}).get("deletionTimestamp"):
                 return None
             return await self._pass(trigger, body)
+
+    async def delete(self, body: Mapping[str, Any]) -> None:
+        """The delete handler's work: the connector removed from Connect (ConnectorReconciler.
+        delete), and everything this process kept for the object forgotten, once: its gauges,
+        its next look, its memo, its lock. A failure leaves the lock (the retry takes it again)."""
+        meta = body["metadata"]
+        uid = meta["uid"]
+        OBJECTS.forget("Connector", meta["namespace"], meta["name"], uid=uid)
+        if self.later is not None:
+            self.later.cancel(uid)
+        async with self._locks[uid]:
+            obj = ConnectorObject.from_body(body)
+            claims = self._indexes.claims
+            heirs = self._indexes.renames.get(claimed_name(obj.name, body.get("spec") or {}), [])
+            await self._reconciler.delete(obj, self._emitter(body), rivals=rivals_of(claims, body), heirs=heirs)
+        self._locks.pop(uid, None)
 
     async def _pass(self, trigger: Trigger, body: Mapping[str, Any]) -> Published:
         """The pass itself, the object's lock held."""

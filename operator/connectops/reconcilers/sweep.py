@@ -207,6 +207,11 @@ class Later:
         """Keys with a run waiting."""
         return len(self._pending)
 
+    @property
+    def remembered(self) -> int:
+        """Keys anything is kept for (a run waiting, or the start of the last one)."""
+        return len(self._pending.keys() | self._started.keys())
+
     def _start(self, key: str) -> None:
         self._pending.pop(key, None)
         loop = asyncio.get_running_loop()

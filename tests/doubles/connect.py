@@ -45,7 +45,7 @@ from __future__ import annotations
 import copy
 import json
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -554,10 +554,22 @@ class FakeConnect:
             return None
         return self._status_read(connector)
 
-    async def list_expanded(self, keep: Callable[[str], bool] = lambda _: True) -> dict[str, ListedConnector]:
+    async def list_expanded(
+        self, keep: Callable[[str], bool] = lambda _: True, *, settled: Callable[[], Awaitable[object]] | None = None
+    ) -> dict[str, ListedConnector]:
         """Every connector ``keep`` names, as get_config and get_status would answer at this
-        moment (a read of each status, as a worker's listing is: a lagging status shows here too)."""
+        moment (a read of each status, as a worker's listing is: a lagging status shows here too),
+        filtered once ``settled`` returns (the real client parses only then)."""
         self._enter("list_expanded")
+        if settled is not None:
+            # the worker answered every connector as it was then; kept are those ``keep`` names
+            # once the caller settled
+            answered = {
+                name: ListedConnector(config=dict(connector.config), state=self._status_read(connector))
+                for name, connector in sorted(self.connectors.items())
+            }
+            await settled()
+            return {name: entry for name, entry in answered.items() if keep(name)}
         return {
             name: ListedConnector(config=dict(connector.config), state=self._status_read(connector))
             for name, connector in sorted(self.connectors.items())

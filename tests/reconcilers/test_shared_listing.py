@@ -174,9 +174,9 @@ async def test_a_connector_missing_from_the_listing_is_read_alone(clock: Clock) 
 def slow(call: Any) -> Any:
     import asyncio
 
-    async def answer(*args: Any) -> Any:
+    async def answer(*args: Any, **kwargs: Any) -> Any:
         await asyncio.sleep(0.01)
-        return await call(*args)
+        return await call(*args, **kwargs)
 
     return answer
 
@@ -250,9 +250,9 @@ async def test_a_slow_listing_is_not_asked_again_sooner_than_it_took(clock: Cloc
     fake = world.connect
     answer = fake.list_expanded
 
-    async def fifty_seconds(*args: Any) -> Any:
+    async def fifty_seconds(*args: Any, **kwargs: Any) -> Any:
         clock.offset += 50.0
-        return await answer(*args)
+        return await answer(*args, **kwargs)
 
     fake.list_expanded = fifty_seconds  # type: ignore[method-assign, assignment]
     cluster = await world.reconciler._clusters.resolve(NAMESPACE, CLUSTER)

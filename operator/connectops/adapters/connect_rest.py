@@ -17,7 +17,7 @@ import collections
 import contextlib
 import json
 import re
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 from urllib.parse import quote
@@ -607,17 +607,23 @@ class ConnectClient:
             return None
         return _state_of(status)
 
-    async def list_expanded(self, keep: Callable[[str], bool] = lambda _: True) -> dict[str, ListedConnector]:
+    async def list_expanded(
+        self, keep: Callable[[str], bool] = lambda _: True, *, settled: Callable[[], Awaitable[object]] | None = None
+    ) -> dict[str, ListedConnector]:
         """Every connector's config and status in one call (``?expand=status&expand=info``),
         instead of two calls per connector; of those ``keep`` names only (the others are never
         turned into models: connect_answers.parse_expanded). The answer's size is bounded like
         every other (``max_response_bytes``); a worker that ignores ``expand`` (before 2.3)
         answers a list of names, which is :class:`NotKafkaConnect` here, and the caller reads one
-        by one."""
+        by one. ``settled``: awaited between reading the answer and parsing it, when ``keep``
+        is not final yet (a start reads the claims it consults meanwhile): the answer waits as
+        bytes, a fraction of what it takes parsed whole."""
         operation = "list connectors expanded"
         response = await self._request(
             "GET", "/connectors?expand=status&expand=info", operation=operation, deadline=self._listing_deadline
         )
+        if settled is not None:
+            await settled()
         listed: dict[str, answers.ExpandedAnswer] = self._parsed(
             operation, response, lambda body: answers.parse_expanded(body, keep)
         )
@@ -712,7 +718,9 @@ class ConnectApi(Protocol):
     async def get_connector(self, name: str) -> JSONDict | None: ...
     async def get_config(self, name: str) -> dict[str, str] | None: ...
     async def get_status(self, name: str) -> ConnectorState | None: ...
-    async def list_expanded(self, keep: Callable[[str], bool] = ...) -> dict[str, ListedConnector]: ...
+    async def list_expanded(
+        self, keep: Callable[[str], bool] = ..., *, settled: Callable[[], Awaitable[object]] | None = None
+    ) -> dict[str, ListedConnector]: ...
     async def create(self, name: str, config: dict[str, str], initial_state: str | None = None) -> None: ...
     async def put_config(self, name: str, config: dict[str, str]) -> None: ...
     async def pause(self, name: str) -> None: ...

@@ -128,9 +128,10 @@ class ClusterHandle:
             self._listing = None
             listed: Mapping[str, ListedConnector] | None = None
             try:
-                # filtered as it is parsed once the claims are read (at a start, only after)
-                ready = settled is None or settled.is_set()
-                listed = await (self.client.list_expanded(keep) if ready else self.client.list_expanded())
+                # filtered as it is parsed, once the claims are read: at a start the answer waits
+                # for them as bytes (parsed whole, a 50,000-connector listing is ~140 MiB more)
+                wait = None if settled is None or settled.is_set() else settled.wait
+                listed = await self.client.list_expanded(keep, settled=wait)
             except ConnectError as exc:
                 log.info(
                     "ConnectCluster %s/%s: no expanded listing, connectors read one by one: %s",
@@ -138,11 +139,10 @@ class ClusterHandle:
                     self.name,
                     exc,
                 )
-            # its age and cost are the answer's, not the wait for the claims below
+            # its age and cost are the answer's, with the wait for the claims: not exact, and
+            # only at a start (the answer is not read sooner again than it took)
             self._listing_at = time.monotonic()
             self._listing_took = self._listing_at - started
-            if listed is not None and settled is not None:
-                await settled.wait()
             self._listing = None if listed is None else {name: entry for name, entry in listed.items() if keep(name)}
             return self._view()
 

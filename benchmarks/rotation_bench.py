@@ -120,7 +120,7 @@ def populate(bench: Bench, ns: str, connect: httpx.Client, names: list[str], unr
     return time.perf_counter() - started
 
 
-def measure(
+def measure(  # noqa: PLR0913 - one measured scenario's fixtures and knobs
     bench: Bench,
     ns: str,
     proxy: FaultProxy,

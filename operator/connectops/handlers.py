@@ -18,15 +18,15 @@ from typing import Any
 import kopf
 
 from connectops import kopf_fixes, memory, metrics
+from connectops.concurrency.lanes import background
+from connectops.concurrency.sweep import sweep
 from connectops.diffbase import DigestDiffBaseStorage
 from connectops.errors import as_kopf_error
 from connectops.models import GROUP, VERSION
 from connectops.object_metrics import OBJECTS
-from connectops.priority import background
 from connectops.reconcilers.common import Outcome, status_patch
 from connectops.reconcilers.connector_pass import ClaimIndex, Published, Trigger
 from connectops.reconcilers.group_failover import GroupFailoverReconciler
-from connectops.reconcilers.sweep import sweep
 from connectops.runtime import Runtime, SecretIndex, emitter, seed_claims
 from connectops.settings import load
 

@@ -32,12 +32,12 @@ from prometheus_client.utils import floatToGoString
 
 from connectops.models.base import Condition
 from connectops.models.connector import ConnectorStatus
-from connectops.models.offset_reset import OffsetResetStatus
+from connectops.models.offset_reset import OffsetResetStatus, ResetPhase
 
 DESIRED_STATES = ("running", "paused", "stopped")
 CONNECT_STATES = ("RUNNING", "PAUSED", "STOPPED", "FAILED", "UNASSIGNED", "RESTARTING", "UNKNOWN")
 VERDICTS = ("HEALTHY", "DEGRADED", "UNHEALTHY", "PAUSED", "STOPPED", "CATCHING_UP", "NOT_APPLICABLE", "NONE")
-PHASES = ("Pending", "Planned", "Running", "Succeeded", "Failed")
+PHASES = tuple(str(phase) for phase in ResetPhase)
 #: uids of deleted objects kept to refuse late observations of them: a late observation comes
 #: within one resync of the deletion, in which far fewer objects than this are deleted
 GONE_REMEMBERED = 4096
@@ -63,7 +63,7 @@ class ConnectorView:
 
 @dataclass
 class ResetView:
-    phase: str = "Pending"
+    phase: str = str(ResetPhase.PENDING)
     step: str | None = None
     started_at: float | None = None
     finished_at: float | None = None
@@ -135,12 +135,12 @@ class ObjectMetrics(Collector):
             if uid in self._gone:
                 return
             view = self.resets.setdefault((namespace, name), ResetView())
-            view.phase = _one_of(published.phase or "Pending", PHASES, "Pending")
-            view.step = published.current_step if view.phase == "Running" else None
+            view.phase = _one_of(str(published.phase or ResetPhase.PENDING), PHASES, str(ResetPhase.PENDING))
+            view.step = published.current_step if view.phase == ResetPhase.RUNNING else None
             starts = [t for t in (_epoch(s.started_at) for s in published.steps) if t is not None]
             ends = [t for t in (_epoch(s.finished_at) for s in published.steps) if t is not None]
             view.started_at = min(starts) if starts else None
-            view.finished_at = max(ends) if ends and view.phase in ("Succeeded", "Failed") else None
+            view.finished_at = max(ends) if ends and view.phase in (ResetPhase.SUCCEEDED, ResetPhase.FAILED) else None
 
     def forget(self, kind: str, namespace: str, name: str, *, uid: str) -> None:
         with self._lock:

@@ -21,6 +21,8 @@ from kopf._cogs.structs.references import match_namespace, select_specific_names
 from connectops import memory
 from connectops.adapters.addresses import api_server_endpoints
 from connectops.adapters.kube import KubeClient, load_kube_config
+from connectops.concurrency.queues import Backlog, Later
+from connectops.concurrency.slots import KeyedSlots
 from connectops.indexes import Indexes
 from connectops.planning import verbs
 from connectops.planning.on_create import renamed_from
@@ -35,13 +37,12 @@ from connectops.planning.secrets import (
 )
 from connectops.reconcilers.checks import CheckRunner, check_defaults
 from connectops.reconcilers.clusters import ClusterRegistry
-from connectops.reconcilers.common import EmitEvent, KeyedSlots
+from connectops.reconcilers.common import EmitEvent
 from connectops.reconcilers.connect_cluster import ConnectClusterReconciler
 from connectops.reconcilers.connector import ConnectorReconciler, claim_of, claimed_name
 from connectops.reconcilers.connector_pass import ConnectorPass, Trigger, named_here
 from connectops.reconcilers.offset_reset import OffsetResetExecutor
 from connectops.reconcilers.secret_rotation import SecretRotation
-from connectops.reconcilers.sweep import Backlog, Later
 from connectops.settings import Settings
 
 #: Connector resyncs at work at once (see Runtime.periodic_slots): 8 keep 1,000 within 10 s
@@ -118,7 +119,7 @@ class Runtime:
             emitter=emitter,
         )
         passes = self.connector_pass
-        #: every Connector's start-up reconcile, queued by its resume handler (sweep.Backlog says
+        #: every Connector's start-up reconcile, queued by its resume handler (queues.Backlog says
         #: why not in kopf's handler), at most RESUME_CONCURRENCY at once: kopf releases every
         #: object of its first listing together, and each one at work holds its reads and models
         self.resumes = Backlog(lambda uid: _ran(passes.by_uid(uid, Trigger.RESUME)), workers=RESUME_CONCURRENCY)

@@ -4,7 +4,7 @@ untouched behind its back are not written.
 
 Each start-up reconcile waits for its worker group's one expanded listing, which Connect builds
 in time quadratic in its connectors. kopf's resume handlers only queue them
-(connectops.reconcilers.sweep.Backlog), so kopf's own work for every object goes on while the
+(connectops.concurrency.queues.Backlog), so kopf's own work for every object goes on while the
 listing is computed: here the listing is held 15 s by a proxy in front of the real worker, kopf
 gets a single worker (CONNECTOPS_KOPF_WORKERS=1), and every Connector's resume handler must
 have returned while the listing is still held. Before the Backlog, the first resume held that

@@ -27,9 +27,10 @@ from typing import Any, cast
 import pytest
 
 from connectops.adapters.kube import KubeClient, Lock, lock_name
+from connectops.concurrency.backoff import Backoff
 from connectops.planning.offset_reset import Step
 from connectops.planning.ownership import Claim
-from connectops.reconcilers import common, offset_reset, reset_changes
+from connectops.reconcilers import offset_reset, reset_changes
 from connectops.reconcilers.checks import CheckRunner, check_defaults
 from connectops.reconcilers.clusters import ClusterRegistry
 from connectops.reconcilers.offset_reset import OffsetResetExecutor, backup_name, lock_holder
@@ -56,7 +57,7 @@ def fast_polls(monkeypatch: pytest.MonkeyPatch) -> None:
     """The executor's polls (stop, verify, read-back) wait with ``Backoff`` (50 ms, doubling to
     1 s; the stop and verify waits hold 50 ms for 15 s) and the read-back gives Connect 30 s:
     millisecond waits and a 50 ms read-back here."""
-    monkeypatch.setattr(common.Backoff.__init__, "__defaults__", (0.001, 0.004))
+    monkeypatch.setattr(Backoff.__init__, "__defaults__", (0.001, 0.004))
     monkeypatch.setattr(offset_reset, "DOWNTIME_POLL", 0.001)  # the stop and verify waits
     monkeypatch.setattr(reset_changes, "READ_BACK_SECONDS", 0.05)
 

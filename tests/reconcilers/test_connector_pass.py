@@ -14,11 +14,12 @@ import pytest
 from prometheus_client import REGISTRY
 
 from connectops.adapters.kube import KubeClient
+from connectops.concurrency.queues import Later
+from connectops.concurrency.slots import KeyedSlots
 from connectops.indexes import Indexes
 from connectops.object_metrics import OBJECTS
-from connectops.reconcilers.common import EmitEvent, KeyedSlots
+from connectops.reconcilers.common import EmitEvent
 from connectops.reconcilers.connector_pass import ConnectorPass, Trigger
-from connectops.reconcilers.sweep import Later
 from connectops.runtime import (
     RESYNC_PARTS,
     cluster_secrets,

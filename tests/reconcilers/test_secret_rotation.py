@@ -17,6 +17,7 @@ import pytest
 
 from connectops.adapters.connect_rest import ConnectApi
 from connectops.adapters.kube import KubeClient
+from connectops.concurrency.slots import KeyedSlots
 from connectops.indexes import Indexes
 from connectops.planning.secrets import (
     CONNECT_CLUSTER,
@@ -28,7 +29,7 @@ from connectops.planning.secrets import (
 )
 from connectops.reconcilers.checks import CheckRunner, check_defaults
 from connectops.reconcilers.clusters import ClusterRegistry
-from connectops.reconcilers.common import EmitEvent, KeyedSlots
+from connectops.reconcilers.common import EmitEvent
 from connectops.reconcilers.connect_cluster import ConnectClusterReconciler
 from connectops.reconcilers.connector import ConnectorReconciler
 from connectops.reconcilers.connector_pass import ConnectorPass, Trigger

@@ -11,7 +11,7 @@ import kubernetes
 import pytest
 
 from connectops.adapters.kube import THREADS, KubeClient
-from connectops.priority import background
+from connectops.concurrency.lanes import background
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -1,5 +1,5 @@
 """The held resume state of a finished reset (planning.resume_hold), and the Connector pass's
-use of it (reconcilers.reset_hold.hold_spec): the decisions as a table."""
+use of it (reconcilers.connector_hold.hold_spec): the decisions as a table."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from connectops.planning.resume_hold import (
     resume_target,
 )
 from connectops.reconcilers.common import Conditions
-from connectops.reconcilers.reset_hold import hold_spec
+from connectops.reconcilers.connector_hold import hold_spec
 
 HOLD = ResumeHold(reset="rewind", generation=3, state="stopped")
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from connectops.models.connector import ConnectorStatus
-from connectops.models.offset_reset import OffsetResetStatus, ResetPlanStatus
+from connectops.models.offset_reset import OffsetResetStatus, ResetPhase, ResetPlanStatus, StepState
 from connectops.reconcilers.common import Conditions
 from tests.doubles.kube import merge_patch
 
@@ -35,7 +35,7 @@ STORED: dict[str, Any] = {
 
 def test_cleared_fields_are_deleted_and_unknown_ones_kept() -> None:
     status = OffsetResetStatus.from_storage(STORED)
-    status.set_step("reset", state="Done", finished_at="2026-11-25T10:00:00Z")
+    status.set_step("reset", state=StepState.DONE, finished_at="2026-11-25T10:00:00Z")
     status.current_step = None
     status.pending_resume = None
     stored = merge_patch(STORED, status.for_storage())
@@ -59,7 +59,7 @@ def test_cleared_fields_are_deleted_and_unknown_ones_kept() -> None:
 
 def test_partial_store_touches_only_the_fields_named() -> None:
     status = OffsetResetStatus.from_storage(STORED)
-    status.phase = "Failed"
+    status.phase = ResetPhase.FAILED
     status.current_step = None
     patch = status.for_storage("phase")
     assert patch == {"phase": "Failed"}

@@ -13,11 +13,9 @@ connect_answers.py.
 from __future__ import annotations
 
 import asyncio
-import collections
-import contextlib
 import json
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 from urllib.parse import quote
@@ -28,59 +26,11 @@ from pydantic import TypeAdapter
 from connectops import fence
 from connectops.adapters import connect_answers as answers
 from connectops.adapters.addresses import AddressGuard, AddressRefused, GuardedTransport
+from connectops.concurrency.lanes import Lanes
 from connectops.failures import ConnectopsError
-from connectops.priority import BACKGROUND
 from connectops.redact import NO_SECRETS, Redactor
 
 JSONDict = dict[str, Any]
-
-
-class Lanes:
-    """At most ``limit`` calls in flight; a freed slot goes to the oldest waiting change call
-    before any waiting background call (FIFO within each lane). A plain semaphore would serve
-    them in arrival order, so a change arriving behind a resync burst waited for all of it."""
-
-    def __init__(self, limit: int) -> None:
-        self._free = limit
-        self._changes: collections.deque[asyncio.Future[None]] = collections.deque()
-        self._background: collections.deque[asyncio.Future[None]] = collections.deque()
-
-    @property
-    def waiting(self) -> tuple[int, int]:
-        return len(self._changes), len(self._background)
-
-    async def acquire(self, background: bool) -> None:
-        if self._free > 0:
-            self._free -= 1
-            return
-        lane = self._background if background else self._changes
-        slot: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        lane.append(slot)
-        try:
-            await slot
-        except asyncio.CancelledError:
-            if slot.done() and not slot.cancelled():
-                self.release()  # handed a slot at the moment of cancellation: pass it on
-            else:
-                lane.remove(slot)
-            raise
-
-    def release(self) -> None:
-        for lane in (self._changes, self._background):
-            while lane:
-                slot = lane.popleft()
-                if not slot.done():
-                    slot.set_result(None)
-                    return
-        self._free += 1
-
-    @contextlib.asynccontextmanager
-    async def slot(self) -> AsyncIterator[None]:
-        await self.acquire(BACKGROUND.get())
-        try:
-            yield
-        finally:
-            self.release()
 
 
 _T = TypeVar("_T")
@@ -271,7 +221,7 @@ class ConnectClient:
     here, because they resolve in seconds and surfacing them would only add a kopf round trip.
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - keyword-only settings of one client, each with its default
         self,
         base_url: str,
         *,

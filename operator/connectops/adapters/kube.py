@@ -22,9 +22,9 @@ from typing import Any
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from connectops.concurrency.lanes import BACKGROUND
 from connectops.failures import ConnectopsError
 from connectops.models import GROUP, VERSION
-from connectops.priority import BACKGROUND
 
 LOCK_PREFIX = "connectops-lock-"
 LOCK_LABEL = f"{GROUP}/lock"
@@ -160,7 +160,7 @@ class KubeClient:
         self._coord = client.CoordinationV1Api(self._api)
         # The client is synchronous: each call holds a thread. Periodic work (a resync's Lease
         # and Secret reads, a thousand at a time) gets threads of its own, so a change never
-        # queues behind it (see connectops.priority).
+        # queues behind it (see connectops.concurrency.lanes).
         self._threads = ThreadPoolExecutor(THREADS, thread_name_prefix="kube")
         self._background_threads = ThreadPoolExecutor(THREADS, thread_name_prefix="kube-background")
 

@@ -9,14 +9,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Any, Final, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema
 from pydantic.alias_generators import to_camel
 
 GROUP = "connectops.io"
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
+
+#: the CRD schema of a status field the model holds as a StrEnum: plain text, as it was when the
+#: field was a ``str``, so the API server checks no list of values the operator alone writes
+#: (``Annotated[Phase, STORED_AS_TEXT]``; the field's description lists the values)
+STORED_AS_TEXT: Final = WithJsonSchema({"type": "string"})
 
 
 class CamelModel(BaseModel):

@@ -2,11 +2,29 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any
 
 from pydantic import Field
 
 from connectops.models.base import CamelModel, StatusModel
+
+
+class CheckState(StrEnum):
+    """The ``lastCheck.state`` values the operator writes itself; the field also holds the
+    SparkApplication's own state while it runs (the spark-operator's, an open set), so it stays
+    text."""
+
+    #: waiting for its batch to be launched
+    QUEUED = "QUEUED"
+    #: its SparkApplication is created, and the spark-operator has not given it a state yet
+    PENDING = "PENDING"
+    #: no verdict within the check's timeout
+    TIMEOUT = "TIMEOUT"
+    #: the check could not be submitted (``reasons`` says why)
+    NOT_SUBMITTED = "NOT_SUBMITTED"
+    #: its SparkApplication disappeared before a verdict
+    MISSING = "MISSING"
 
 
 class CheckSpec(CamelModel):

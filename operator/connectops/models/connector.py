@@ -11,6 +11,7 @@ from pydantic import Field, field_validator, model_validator
 
 from connectops.models.admission import filled, given, rules
 from connectops.models.base import (
+    STORED_AS_TEXT,
     CamelModel,
     Condition,
     LocalObjectRef,
@@ -193,6 +194,17 @@ class SetTo(StrEnum):
     EARLIEST = "earliest"
     LATEST = "latest"
     TIMESTAMP = "timestamp"
+
+
+class OnCreateState(StrEnum):
+    """Where the offsets a new connector starts from are (``status.offsetsOnCreate.state``)."""
+
+    #: clear, set, rename: the OffsetReset (or the carry-over) that applies them is under way
+    APPLYING = "Applying"
+    APPLIED = "Applied"
+    FAILED = "Failed"
+    #: resume: nothing to apply, the connector kept the offsets it had
+    RESUMED = "Resumed"
 
 
 class RenameFrom(CamelModel):
@@ -476,7 +488,9 @@ class OffsetsOnCreateStatus(StatusModel):
     """What happened to the connector's offsets when the operator created it."""
 
     on_create: str = Field(description="resume, clear, set or rename, as applied.")
-    state: str = Field(description="Applying, Applied or Failed (clear, set, rename); Resumed (resume).")
+    state: Annotated[OnCreateState, STORED_AS_TEXT] = Field(
+        description="Applying, Applied or Failed (clear, set, rename); Resumed (resume)."
+    )
     renamed_from: str | None = Field(default=None, description="rename: the old connector's name in Kafka Connect.")
     carried: int | None = Field(
         default=None, description="rename: partition offsets carried over from the old connector."

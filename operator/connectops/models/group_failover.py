@@ -15,12 +15,12 @@ MM2 syncs group offsets itself, so none of them can disagree with what MM2 runs.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Final
+from typing import Annotated, Final
 
 from pydantic import Field, model_validator
 
 from connectops.models.admission import filled, rules
-from connectops.models.base import CamelModel, Condition, LocalObjectRef, StatusModel
+from connectops.models.base import STORED_AS_TEXT, CamelModel, Condition, LocalObjectRef, StatusModel
 from connectops.models.bounds import STATUS_SAMPLE
 from connectops.models.offset_reset import KafkaClusterAccess
 
@@ -126,7 +126,9 @@ class FailoverPlan(StatusModel):
 
 
 class GroupFailoverStatus(StatusModel):
-    phase: str | None = Field(default=None, description="Planned (dry run), Succeeded, Refused or Failed.")
+    phase: Annotated[FailoverPhase, STORED_AS_TEXT] | None = Field(
+        default=None, description="Planned (dry run), Succeeded, Refused or Failed."
+    )
     observed_generation: int | None = Field(default=None, description="Generation acted upon.")
     message: str | None = Field(default=None, description="What was done, or why nothing was.")
     plan: FailoverPlan | None = Field(default=None, description="What was (or would be) written.")

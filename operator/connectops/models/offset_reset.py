@@ -14,7 +14,7 @@ from typing import Annotated, Any, Final
 from pydantic import Field, StringConstraints, model_validator
 
 from connectops.models.admission import filled, given, rules
-from connectops.models.base import CamelModel, Condition, LocalObjectRef, SecretKeyRef, StatusModel
+from connectops.models.base import STORED_AS_TEXT, CamelModel, Condition, LocalObjectRef, SecretKeyRef, StatusModel
 from connectops.models.checks import LastCheck
 from connectops.models.interruption import Interruption
 
@@ -82,6 +82,40 @@ class ResetStrategy(StrEnum):
     AUTO = "auto"
     REST = "rest"
     TOMBSTONE = "tombstone"
+
+
+class ResetPhase(StrEnum):
+    """Where an OffsetReset is (``status.phase``)."""
+
+    PENDING = "Pending"
+    #: a dry run's end: the plan is published, nothing was changed
+    PLANNED = "Planned"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+
+#: phases after which the reset does nothing more (it runs once, as first written)
+FINAL_PHASES: Final = frozenset({ResetPhase.SUCCEEDED, ResetPhase.FAILED, ResetPhase.PLANNED})
+
+
+class StepState(StrEnum):
+    """Where one step of an OffsetReset is (``status.steps[].state``)."""
+
+    PENDING = "Pending"
+    RUNNING = "Running"
+    DONE = "Done"
+    SKIPPED = "Skipped"
+    FAILED = "Failed"
+
+
+class ChangeState(StrEnum):
+    """What Connect answered to one offsets call (``status.changes[].state``)."""
+
+    #: sent, no answer read yet: it may have taken effect
+    STARTED = "Started"
+    DONE = "Done"
+    REFUSED = "Refused"
 
 
 class ResumePolicy(StrEnum):
@@ -310,7 +344,9 @@ class OffsetResetSpec(CamelModel):
 
 class StepStatus(StatusModel):
     name: str = Field(description="Step name.")
-    state: str = Field(default="Pending", description="Pending, Running, Done, Skipped or Failed.")
+    state: Annotated[StepState, STORED_AS_TEXT] = Field(
+        default=StepState.PENDING, description="Pending, Running, Done, Skipped or Failed."
+    )
     attempts: int = Field(default=0, description="How many times the step was started.")
     started_at: str | None = Field(default=None, description="When the last attempt started.")
     first_started_at: str | None = Field(
@@ -352,7 +388,9 @@ class OffsetChange(StatusModel):
     connector: str = Field(description="Connector whose offsets were changed.")
     call: str = Field(description="The call: PATCH offsets, DELETE offsets, tombstones, group offsets.")
     partitions: int = Field(default=0, description="Partitions named in the call (0: all of them).")
-    state: str = Field(default="Started", description="Started (outcome unknown), Done or Refused.")
+    state: Annotated[ChangeState, STORED_AS_TEXT] = Field(
+        default=ChangeState.STARTED, description="Started (outcome unknown), Done or Refused."
+    )
     confirmed_by_connector: bool | None = Field(
         default=None,
         description=(
@@ -459,7 +497,7 @@ class ResetPlanStatus(StatusModel):
             raise KeyError(f"connector {connector} is not part of this reset's plan") from None
 
     def resume_to(self, connector: str) -> str:
-        return next((c.resume_to for c in self.connectors if c.name == connector), "running")
+        return next((c.resume_to for c in self.connectors if c.name == connector), str(ResumePolicy.RUNNING))
 
     def entries_for(self, connector: str) -> list[KipEntry]:
         """The connector's KIP-875 entries, each with its ``offset`` key: the API server drops a
@@ -469,7 +507,9 @@ class ResetPlanStatus(StatusModel):
 
 
 class OffsetResetStatus(StatusModel):
-    phase: str | None = Field(default=None, description="Pending, Planned (dry run), Running, Succeeded or Failed.")
+    phase: Annotated[ResetPhase, STORED_AS_TEXT] | None = Field(
+        default=None, description="Pending, Planned (dry run), Running, Succeeded or Failed."
+    )
     observed_generation: int | None = Field(default=None, description="Generation acted upon.")
     spec_hash: str | None = Field(default=None, description="Hash of the spec that was executed.")
     executed_spec: dict[str, Any] | None = Field(
@@ -543,7 +583,7 @@ class OffsetResetStatus(StatusModel):
 
     def changed_offsets(self) -> bool:
         """Whether any offsets call may have taken effect (Done, or Started with no answer)."""
-        return any(c.state in ("Started", "Done") for c in self.changes)
+        return any(c.state in (ChangeState.STARTED, ChangeState.DONE) for c in self.changes)
 
     @property
     def backup_config_map(self) -> str | None:

@@ -16,6 +16,7 @@ from typing import Any
 from connectops.models.base import SecretKeyRef
 from connectops.models.checks import CheckSpec, SparkCheckDefaults, SparkResources
 from connectops.models.connect_cluster import BasicAuth
+from connectops.models.connector import DesiredState
 from connectops.planning import producer_metrics
 from connectops.redact import without_userinfo
 
@@ -29,7 +30,7 @@ LABEL_OWNER_KIND = "connectops.io/owner-kind"
 LABEL_OWNER = "connectops.io/owner"
 #: why a check was not submitted when the cluster does not serve SparkApplications
 NOT_SERVED = (
-    "SparkApplication (sparkoperator.k8s.io/v1beta2) is not served: install the kubeflow spark-operator, "
+    f"SparkApplication ({SPARK_GROUP}/{SPARK_VERSION}) is not served: install the kubeflow spark-operator, "
     "or disable checks"
 )
 #: on a SparkApplication that checks several connectors
@@ -269,7 +270,7 @@ def member_arguments(
     ):
         if value is not None:
             args += [flag, str(value)]
-    if context.desired_state != "running":
+    if context.desired_state != DesiredState.RUNNING:
         args += ["--desired-state", context.desired_state]
     if context.baseline_config_map and target.metrics_urls:
         args += ["--baseline-configmap", f"{target.namespace}/{context.baseline_config_map}"]

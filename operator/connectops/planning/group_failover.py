@@ -44,6 +44,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from connectops.models.offset_reset import OffsetsTopicLocation
+
 #: a (topic, partition) pair
 TopicPartition = tuple[str, int]
 
@@ -176,7 +178,7 @@ class CheckpointFlow:
     def offset_syncs_topic(self) -> str:
         # the alias of the cluster that does NOT hold it (MirrorConnectorConfig.offsetSyncsTopic)
         sep = self._internal_sep()
-        alias = self.target_alias if self.offset_syncs_location == "source" else self.source_alias
+        alias = self.target_alias if self.offset_syncs_location == OffsetsTopicLocation.SOURCE else self.source_alias
         return f"mm2-offset-syncs{sep}{alias}{sep}internal"
 
 

@@ -37,6 +37,7 @@ from connectops.models.offset_reset import (
     ResetAction,
     ResetStrategy,
     ResumePolicy,
+    StepState,
 )
 
 
@@ -89,9 +90,9 @@ def backup_predates_stop(states: Mapping[str, str], *, backup_read_after_stop: b
     ``states``: step name -> state as stored; ``backup_read_after_stop``: the stored backup says
     it was read after the stop; ``changed``: an offsets call was made (its backup then stays the
     one there is: offsets read now would no longer be "before")."""
-    if states.get(str(Step.BACKUP)) != "Done" or backup_read_after_stop or changed:
+    if states.get(str(Step.BACKUP)) != StepState.DONE or backup_read_after_stop or changed:
         return False
-    return states.get(str(Step.RESET)) in (None, "Pending", "Running")
+    return states.get(str(Step.RESET)) in (None, StepState.PENDING, StepState.RUNNING)
 
 
 def dry_run_caveat(flush_interval_ms: int) -> str:

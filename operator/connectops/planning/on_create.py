@@ -16,12 +16,6 @@ from connectops.models.base import API_VERSION
 from connectops.models.connector import ConnectorOffsets, OnCreate, SetTo
 from connectops.models.offset_reset import ResetAction
 
-#: states of ``status.offsetsOnCreate``
-APPLYING: Final = "Applying"
-APPLIED: Final = "Applied"
-FAILED: Final = "Failed"
-RESUMED: Final = "Resumed"
-
 _SET_TO = {SetTo.EARLIEST: ResetAction.TO_EARLIEST, SetTo.LATEST: ResetAction.TO_LATEST}
 
 

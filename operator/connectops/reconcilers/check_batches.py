@@ -25,6 +25,7 @@ import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from connectops.adapters.kube import KubeClient, KubeError, KubeObjectMissing
 from connectops.models.checks import SparkCheckDefaults
@@ -68,11 +69,20 @@ class _Batch:
     full: asyncio.Event = field(default_factory=asyncio.Event)
 
 
+class BatchState(StrEnum):
+    """Where a check's batch is, as its member sees it."""
+
+    QUEUED = "QUEUED"
+    LAUNCHED = "LAUNCHED"
+    #: the batch's launch was refused (the outcome's reasons say why)
+    REFUSED = "REFUSED"
+
+
 @dataclass(frozen=True)
 class Outcome:
     """What became of a member's batch: still waiting, launched, or refused (with why)."""
 
-    state: str  # "QUEUED", "LAUNCHED", "REFUSED"
+    state: BatchState
     reasons: tuple[str, ...] = ()
 
 
@@ -140,8 +150,8 @@ class CheckBatcher:
         if batch is None:
             return None
         if batch.refused is not None:
-            return Outcome("REFUSED", tuple(batch.refused))
-        return Outcome("LAUNCHED") if batch.launched_at is not None else Outcome("QUEUED")
+            return Outcome(BatchState.REFUSED, tuple(batch.refused))
+        return Outcome(BatchState.LAUNCHED) if batch.launched_at is not None else Outcome(BatchState.QUEUED)
 
     def withdraw(self, uid: str) -> None:
         """The object is gone: its waiting request leaves its batch (an empty batch is not launched)."""

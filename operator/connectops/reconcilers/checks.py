@@ -15,7 +15,7 @@ from typing import Any
 from connectops import metrics
 from connectops.adapters.kube import KubeClient, KubeError, KubeObjectMissing
 from connectops.models.base import epoch_of, utcnow_iso
-from connectops.models.checks import CheckSpec, LastCheck, SparkCheckDefaults
+from connectops.models.checks import CheckSpec, CheckState, LastCheck, SparkCheckDefaults
 from connectops.models.connect_cluster import ConnectClusterSpec
 from connectops.planning.checks import (
     BUILTIN_DEFAULTS,
@@ -40,14 +40,14 @@ from connectops.planning.checks import (
     summarize_reasons,
     verdict_config_map,
 )
-from connectops.reconcilers.check_batches import CheckBatcher
+from connectops.reconcilers.check_batches import BatchState, CheckBatcher
 from connectops.reconcilers.common import Conditions
 from connectops.settings import Settings
 
 log = logging.getLogger(__name__)
 
 #: lastCheck states after which nothing is polled any more
-FINAL = frozenset({*TERMINAL_STATES, "TIMEOUT", "NOT_SUBMITTED", "MISSING"})
+FINAL = frozenset({*TERMINAL_STATES, CheckState.TIMEOUT, CheckState.NOT_SUBMITTED, CheckState.MISSING})
 
 
 class CheckRunner:
@@ -98,7 +98,7 @@ class CheckRunner:
             metrics_auth=cluster.worker_metrics.basic_auth if cluster.worker_metrics else None,
         )
 
-    async def request(
+    async def request(  # noqa: PLR0913 - keyword-only facts of one check request
         self,
         *,
         namespace: str,
@@ -125,7 +125,7 @@ class CheckRunner:
         )
         target = self._target(namespace, owner, connector, cluster)
         if isinstance(target, list):
-            return last.model_copy(update={"state": "NOT_SUBMITTED", "reasons": target})
+            return last.model_copy(update={"state": CheckState.NOT_SUBMITTED, "reasons": target})
         settings = merge_defaults(self._defaults, cluster.spark_check)
         member = BatchMember(target, check, verdict_config_map(check_name), context or CheckContext())
         batch = self.batches.request(
@@ -136,12 +136,12 @@ class CheckRunner:
             settings=settings,
             timeout_seconds=check.timeout_seconds,
         )
-        return last.model_copy(update={"application": batch, "state": "QUEUED"})
+        return last.model_copy(update={"application": batch, "state": CheckState.QUEUED})
 
     async def lost(self, namespace: str, last: LastCheck, uid: str) -> bool:
         """A QUEUED check that no batch of this process holds and whose application does not
         exist (the operator restarted before launching it): it must be requested again."""
-        if last.state != "QUEUED" or self.batches.knows(last.application, uid):
+        if last.state != CheckState.QUEUED or self.batches.knows(last.application, uid):
             return False
         try:
             await self._kube.get_object(SPARK_GROUP, SPARK_VERSION, namespace, SPARK_PLURAL, last.application)
@@ -172,7 +172,7 @@ class CheckRunner:
         last = LastCheck(application=name, trigger=trigger, started_at=utcnow_iso())
 
         def not_submitted(reasons: list[str]) -> LastCheck:
-            return last.model_copy(update={"state": "NOT_SUBMITTED", "reasons": reasons})
+            return last.model_copy(update={"state": CheckState.NOT_SUBMITTED, "reasons": reasons})
 
         target = self._target(namespace, owner, connector, cluster)
         if isinstance(target, list):
@@ -188,28 +188,30 @@ class CheckRunner:
             # a check must never block the change it follows (e.g. RBAC without sparkapplications)
             log.warning("check not submitted: %s", exc)
             return not_submitted([f"could not create the SparkApplication: {exc}"])
-        return last.model_copy(update={"state": "PENDING"})
+        return last.model_copy(update={"state": CheckState.PENDING})
 
     async def poll(self, namespace: str, last: LastCheck, check: CheckSpec) -> tuple[LastCheck, CheckConditions | None]:
         """Advance ``lastCheck``; conditions are returned once the check is over."""
         if last.state in FINAL:
             return last, None
         name = last.application
-        if last.state == "QUEUED":
+        if last.state == CheckState.QUEUED:
             waiting = self._queued(last, check)
             if waiting is not None:
                 return waiting
         try:
             app = await self._kube.get_object(SPARK_GROUP, SPARK_VERSION, namespace, SPARK_PLURAL, name)
         except KubeObjectMissing:
-            updated = last.model_copy(update={"state": "MISSING", "finished_at": utcnow_iso()})
-            return updated, conditions_for("MISSING", None, f"SparkApplication {name} disappeared")
+            updated = last.model_copy(update={"state": CheckState.MISSING, "finished_at": utcnow_iso()})
+            return updated, conditions_for(CheckState.MISSING, None, f"SparkApplication {name} disappeared")
         except KubeError as exc:
             log.warning("check %s not readable now: %s", name, exc)
             app = {}  # judged by its age alone; read again at the next resync
         # a launched batch has no state until the spark-operator writes one: it is PENDING, no longer QUEUED
-        stored = None if last.state == "QUEUED" else last.state
-        state = str(((app.get("status") or {}).get("applicationState") or {}).get("state") or stored or "PENDING")
+        stored = None if last.state == CheckState.QUEUED else last.state
+        state = str(
+            ((app.get("status") or {}).get("applicationState") or {}).get("state") or stored or CheckState.PENDING
+        )
         if state not in TERMINAL_STATES:
             return await self._in_flight(namespace, last, check, state)
         self.batches.finished(namespace, name)
@@ -245,27 +247,31 @@ class CheckRunner:
                 await self._kube.delete_object(SPARK_GROUP, SPARK_VERSION, namespace, SPARK_PLURAL, last.application)
             except KubeError as exc:
                 log.warning("could not delete the timed-out check: %s", exc)
-        updated = last.model_copy(update={"state": "TIMEOUT", "finished_at": utcnow_iso()})
+        updated = last.model_copy(update={"state": CheckState.TIMEOUT, "finished_at": utcnow_iso()})
         return updated, conditions_for(
-            "TIMEOUT", None, f"no verdict after {check.timeout_seconds}s (last state {state})"
+            CheckState.TIMEOUT, None, f"no verdict after {check.timeout_seconds}s (last state {state})"
         )
 
     def _queued(self, last: LastCheck, check: CheckSpec) -> tuple[LastCheck, CheckConditions | None] | None:
         """A QUEUED check's next state while its batch is not launched; None once it is (or when
         this process does not know the batch: then the application tells)."""
         outcome = self.batches.outcome(last.application)
-        if outcome is not None and outcome.state == "REFUSED":
+        if outcome is not None and outcome.state == BatchState.REFUSED:
             reason = "; ".join(outcome.reasons)
             updated = last.model_copy(
-                update={"state": "NOT_SUBMITTED", "reasons": list(outcome.reasons), "finished_at": utcnow_iso()}
+                update={
+                    "state": CheckState.NOT_SUBMITTED,
+                    "reasons": list(outcome.reasons),
+                    "finished_at": utcnow_iso(),
+                }
             )
             return updated, CheckConditions((None, "CheckNotSubmitted", reason), (None, "CheckNotSubmitted", reason))
-        if outcome is not None and outcome.state == "QUEUED":
+        if outcome is not None and outcome.state == BatchState.QUEUED:
             started = epoch_of(last.started_at)
             if started is not None and time.time() - started > check.timeout_seconds:
-                updated = last.model_copy(update={"state": "TIMEOUT", "finished_at": utcnow_iso()})
+                updated = last.model_copy(update={"state": CheckState.TIMEOUT, "finished_at": utcnow_iso()})
                 return updated, conditions_for(
-                    "TIMEOUT", None, f"no verdict after {check.timeout_seconds}s (still queued)"
+                    CheckState.TIMEOUT, None, f"no verdict after {check.timeout_seconds}s (still queued)"
                 )
             return last, None
         return None

@@ -34,6 +34,7 @@ from connectops.adapters.addresses import AddressGuard
 from connectops.adapters.connect_rest import ConnectApi, ConnectClient, ConnectError, ListedConnector, Plugin
 from connectops.adapters.kafka.status_topic import StatusTopic
 from connectops.adapters.kube import KubeClient
+from connectops.concurrency.gather import each
 from connectops.errors import SpecInvalid, UrlNotAllowed
 from connectops.failures import ConnectopsError
 from connectops.models.base import SecretKeyRef
@@ -41,7 +42,6 @@ from connectops.models.connect_cluster import Capabilities, ConnectClusterSpec
 from connectops.planning.connector import capabilities_for
 from connectops.planning.ownership import Claim
 from connectops.planning.urls import ApiServer, UrlPolicy
-from connectops.reconcilers.common import each
 from connectops.redact import Redactor, redact_url
 from connectops.settings import Settings
 from connectops.validation import describe_validation_error
@@ -56,7 +56,7 @@ class ConnectClientFactory(Protocol):
     """Builds the client of one worker group; :class:`ConnectClient` itself is the default, tests
     pass a factory of in-memory doubles (``tests/doubles``) to run the reconcilers without a worker."""
 
-    def __call__(
+    def __call__(  # noqa: PLR0913 - ConnectClient's keyword-only settings, as its factory
         self,
         base_url: str,
         *,

@@ -2,72 +2,16 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from connectops.models.base import Condition, get_condition, set_condition
 
 A = TypeVar("A")
-B = TypeVar("B")
 
 #: (type "Normal"|"Warning", reason, message) -> posts a Kubernetes Event on the object
 EmitEvent = Callable[[str, str, str], None]
-
-
-class Backoff:
-    """Waits between polls of a state that follow Connect instead of a fixed clock: a first
-    short wait (most transitions take tens of milliseconds to a few seconds), doubling to a cap so
-    a slow transition does not cost a request every 50 ms."""
-
-    def __init__(self, first: float = 0.05, cap: float = 1.0, *, hold: float = 0.0) -> None:
-        """``hold``: seconds during which the waits stay at ``first`` before doubling (a wait
-        whose every interval of slack is downtime keeps them short while the usual transition
-        runs, and still backs off from one that is stuck)."""
-        self._next = first
-        self._cap = cap
-        self._hold_until = time.monotonic() + hold
-
-    async def wait(self) -> None:
-        await asyncio.sleep(self._next)
-        if time.monotonic() >= self._hold_until:
-            self._next = min(self._next * 2, self._cap)
-
-
-class KeyedSlots:
-    """At most ``limit`` holders at once for each key, and a key's count kept only while someone
-    holds or awaits it: keys come from what users write (a ConnectCluster's name), so none may
-    outlive its use."""
-
-    @dataclass
-    class _Entry:
-        slots: asyncio.Semaphore
-        users: int = 0
-
-    def __init__(self, limit: int) -> None:
-        self._limit = limit
-        self._entries: dict[Hashable, KeyedSlots._Entry] = {}
-
-    @contextlib.asynccontextmanager
-    async def hold(self, key: Hashable) -> AsyncIterator[None]:
-        entry = self._entries.get(key)
-        if entry is None:
-            entry = self._entries[key] = KeyedSlots._Entry(asyncio.Semaphore(self._limit))
-        entry.users += 1
-        try:
-            async with entry.slots:
-                yield
-        finally:
-            entry.users -= 1
-            if not entry.users:
-                del self._entries[key]
-
-    def __len__(self) -> int:
-        """Keys held or awaited now."""
-        return len(self._entries)
 
 
 async def each_object(pages: AsyncIterator[list[A]]) -> AsyncIterator[A]:
@@ -75,27 +19,6 @@ async def each_object(pages: AsyncIterator[list[A]]) -> AsyncIterator[A]:
     async for page in pages:
         for obj in page:
             yield obj
-
-
-async def both(first: Awaitable[A], second: Awaitable[B]) -> tuple[A, B]:
-    """Two independent reads at once. Both are awaited to their end even when one fails (no
-    task is left running unseen), and the first failure, in argument order, is raised as itself:
-    callers catch the adapters' typed errors, not an ExceptionGroup."""
-    a, b = await asyncio.gather(first, second, return_exceptions=True)
-    return unwrap(a), unwrap(b)
-
-
-async def each(reads: Iterable[Awaitable[A]]) -> list[A]:
-    """Independent reads at once, as :func:`both` does for two: all awaited to their end, the
-    first failure raised as itself."""
-    return [unwrap(r) for r in await asyncio.gather(*reads, return_exceptions=True)]
-
-
-def unwrap(result: A | BaseException) -> A:
-    """One result of ``asyncio.gather(..., return_exceptions=True)``, or what it raised."""
-    if isinstance(result, BaseException):
-        raise result
-    return result
 
 
 @dataclass

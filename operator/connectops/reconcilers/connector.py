@@ -33,11 +33,12 @@ from connectops.adapters.connect_rest import (
     NotKafkaConnect,
 )
 from connectops.adapters.kube import KubeClient, KubeError, KubeObjectMissing, Lock, SecretKeyMissing
+from connectops.concurrency.backoff import Backoff
 from connectops.errors import NotReadyYet, SpecInvalid, WorkerStarting
 from connectops.models import API_VERSION
 from connectops.models.base import epoch_of, iso_ms
 from connectops.models.bounds import STATUS_MAX_BYTES, STATUS_SAMPLE
-from connectops.models.checks import LastCheck
+from connectops.models.checks import CheckState, LastCheck
 from connectops.models.connect_cluster import Capabilities
 from connectops.models.connector import (
     VERSION_KEYS,
@@ -45,6 +46,7 @@ from connectops.models.connector import (
     ConnectorSpec,
     ConnectorStatus,
     DesiredState,
+    OnCreateState,
     TaskStatus,
 )
 from connectops.models.interruption import InterruptionCause
@@ -76,6 +78,7 @@ from connectops.planning.connector import (
 from connectops.planning.interruption import InterruptionWatch
 from connectops.planning.ownership import Claim, conflict_message, owner
 from connectops.planning.plugin_versions import CONNECTOR_TYPES, version_problems
+from connectops.planning.reset_holder import parse_holder
 from connectops.planning.secrets import RotationBook, rotated_refs, rotation_message
 from connectops.planning.verbs import RECONCILE, BadVerb, Restart, acted_on, pending_verbs, reconcile_paused
 from connectops.reconcilers import change_cost, producer_metrics
@@ -83,12 +86,11 @@ from connectops.reconcilers.change_cost import StatusFeed, watch_for
 from connectops.reconcilers.checks import CheckRunner, apply_check_conditions
 from connectops.reconcilers.claims import ClaimRecords
 from connectops.reconcilers.clusters import ClusterHandle, ClusterRegistry
-from connectops.reconcilers.common import Backoff, Conditions, EmitEvent, Outcome
+from connectops.reconcilers.common import Conditions, EmitEvent, Outcome
+from connectops.reconcilers.connector_hold import hold_spec
 from connectops.reconcilers.connector_memo import Memos
 from connectops.reconcilers.mirror_loss import MirrorLossWatch
 from connectops.reconcilers.on_create import AtCreateProbe, NewConnector, OffsetsOnCreate
-from connectops.reconcilers.reset_hold import hold_spec
-from connectops.reconcilers.reset_run import parse_holder
 from connectops.redact import Redactor
 from connectops.settings import Settings
 from connectops.validation import describe_validation_error
@@ -183,6 +185,22 @@ def observe(state: ConnectorState | None, live: dict[str, str] | None) -> Observ
         connector_failed=state.state == FAILED,
         unsettled_tasks=tuple((t.id, t.state) for t in state.tasks if t.state not in (RUNNING, FAILED)),
     )
+
+
+@dataclass(frozen=True)
+class _Change:
+    """What every planned action of one reconcile acts with (the restart bookkeeping, which each
+    action may move on, goes from one to the next beside it)."""
+
+    connector: str
+    desired: dict[str, str]
+    emit: EmitEvent
+    #: a resync's pass (what it corrects is drift, worded as such), not a change's
+    periodic: bool
+    #: the Secret keys rotated since the last pass (an UpdateConfig of only those is a rotation)
+    rotation: Mapping[str, tuple[str, str]]
+    #: runs the moment Connect answers a create
+    created: Callable[[], Awaitable[None]]
 
 
 class ConnectorReconciler:
@@ -380,7 +398,7 @@ class ConnectorReconciler:
             values[key] = await self._kube.secret_value(namespace, ref.name, ref.key)
         return values
 
-    async def _apply(
+    async def _apply(  # noqa: PLR0913 - the pass's inputs, handed down once by reconcile()
         self,
         obj: ConnectorObject,
         spec: ConnectorSpec,
@@ -447,9 +465,8 @@ class ConnectorReconciler:
             self._report(status, state, book_raw)
             return None
         at_create = AtCreateProbe(new, caps)
-        book_raw, watch, feed = await self._act_all(
-            plan.actions, cluster, connector, desired, state, book, book_raw, emit, periodic, rotation, at_create
-        )
+        change = _Change(connector, desired, emit, periodic, rotation, at_create)
+        book_raw, watch, feed = await self._act_all(plan.actions, cluster, state, book, book_raw, change)
         self.memos.of(obj.uid).book = book_raw
         conditions.set("Synced", True, "Synced", "live config matches the spec")
         await self._on_create.report(new, caps, created, at_create.read, status, conditions, emit)
@@ -647,45 +664,29 @@ class ConnectorReconciler:
         self,
         actions: Sequence[Any],
         cluster: ClusterHandle,
-        connector: str,
-        desired: dict[str, str],
         state: ConnectorState | None,
         book: RestartBook,
         book_raw: AutoRestartStatus,
-        emit: EmitEvent,
-        periodic: bool,
-        rotation: Mapping[str, tuple[str, str]],
-        created: Callable[[], Awaitable[None]],
+        change: _Change,
     ) -> tuple[AutoRestartStatus, InterruptionWatch | None, StatusFeed | None]:
         """The planned actions in order; the watch of what a config change costs, begun just
-        before it (the status records are read from there). ``created`` runs the moment Connect
-        answers a create (not a create that found the connector there already)."""
+        before it (the status records are read from there). ``change.created`` runs the moment
+        Connect answers a create (not a create that found the connector there already)."""
         watch: InterruptionWatch | None = None
         feed: StatusFeed | None = None
         for action in actions:
-            if (began := change_cost.watch_change(action, state, periodic)) is not None:
-                watch, feed = began, await StatusFeed.begin(cluster, connector)
-            book_raw = await self._act(
-                action, cluster.client, connector, desired, book, book_raw, emit, periodic, rotation, created
-            )
+            if (began := change_cost.watch_change(action, state, change.periodic)) is not None:
+                watch, feed = began, await StatusFeed.begin(cluster, change.connector)
+            book_raw = await self._act(action, cluster.client, book, book_raw, change)
         if actions:
-            cluster.forget_listed(connector)  # written to: the listing no longer says what it is
+            cluster.forget_listed(change.connector)  # written to: the listing no longer says what it is
         return book_raw, watch, feed
 
     async def _act(
-        self,
-        action: Any,
-        client: ConnectApi,
-        connector: str,
-        desired: dict[str, str],
-        book: RestartBook,
-        book_raw: AutoRestartStatus,
-        emit: EmitEvent,
-        periodic: bool,
-        rotation: Mapping[str, tuple[str, str]],
-        created: Callable[[], Awaitable[None]],
+        self, action: Any, client: ConnectApi, book: RestartBook, book_raw: AutoRestartStatus, change: _Change
     ) -> AutoRestartStatus:
         """Carry out one planned action; the restart bookkeeping as it stands afterwards."""
+        connector, desired, emit, periodic = change.connector, change.desired, change.emit, change.periodic
         if isinstance(action, Create):
             try:
                 await client.create(connector, desired, action.initial_state)
@@ -693,11 +694,11 @@ class ConnectorReconciler:
                 # created concurrently (or by a previous attempt whose answer was lost)
                 await client.put_config(connector, desired)
             else:
-                await created()
+                await change.created()
             emit("Normal", "Created", f"connector {connector} created in Kafka Connect")
         elif isinstance(action, UpdateConfig):
             await client.put_config(connector, desired)
-            rotated = rotation_message(rotation, action.changed_keys)
+            rotated = rotation_message(change.rotation, action.changed_keys)
             if rotated is not None:
                 emit("Normal", "SecretRotated", rotated)
                 return book_raw
@@ -788,7 +789,7 @@ class ConnectorReconciler:
             status.verbs = acted
         return watch, feed
 
-    async def _check(
+    async def _check(  # noqa: PLR0913 - the pass's inputs and what it writes to
         self,
         obj: ConnectorObject,
         spec: ConnectorSpec,
@@ -836,7 +837,7 @@ class ConnectorReconciler:
             if launched is not None:
                 status.last_check = launched
                 self.memos.of(obj.uid).last_check = launched
-                if launched.state == "NOT_SUBMITTED":
+                if launched.state == CheckState.NOT_SUBMITTED:
                     reason = "; ".join(launched.reasons)
                     conditions.set("LagHealthy", None, "CheckNotSubmitted", reason)
                     conditions.set("PartitionsBalanced", None, "CheckNotSubmitted", reason)
@@ -1017,7 +1018,7 @@ class ConnectorReconciler:
         """A rename deleted before it finished leaves the old connector (stopped by it, its
         offsets untouched) with no object managing it: never silently."""
         marker = obj.status.offsets_on_create
-        if marker is None or marker.on_create != on_create_plan.RENAME or marker.state == on_create_plan.APPLIED:
+        if marker is None or marker.on_create != on_create_plan.RENAME or marker.state == OnCreateState.APPLIED:
             return
         old = marker.renamed_from
         state = await cluster.client.get_status(old) if old else None
@@ -1051,7 +1052,7 @@ class ConnectorReconciler:
             if on_create_plan.renamed_from(spec) != connector:
                 continue
             state = ((other.get("status") or {}).get("offsetsOnCreate") or {}).get("state")
-            if state == on_create_plan.APPLIED:
+            if state == OnCreateState.APPLIED:
                 continue  # that rename is over: this is a namesake
             claim = claim_of(obj.namespace, str(meta.get("name")), str(meta.get("uid")), "", spec)
             if claim is not None:

@@ -14,7 +14,7 @@ extras. Here it is written once; a :class:`Trigger` says what differs, and nothi
   under the lock;
 - which slot bounds it: a resync takes one of the few periodic slots, a change (a hand-back and
   a rotation are changes too) one of its ConnectCluster's change slots, a resume none (its
-  :class:`~connectops.reconcilers.sweep.Backlog` bounds it);
+  :class:`~connectops.concurrency.queues.Backlog` bounds it);
 - which lane its Connect calls take (a resync's go behind a user's change) and how its Events
   are worded (a resync that puts Connect back says drift; a change says it applied the spec);
 - who writes the status: kopf, from the handler's patch, for a change (its retry machinery
@@ -33,14 +33,15 @@ from typing import Any
 
 from connectops import metrics
 from connectops.adapters.kube import KubeClient, KubeObjectMissing
+from connectops.concurrency.lanes import background
+from connectops.concurrency.queues import Later
+from connectops.concurrency.slots import KeyedSlots
 from connectops.indexes import Indexes
 from connectops.object_metrics import OBJECTS
 from connectops.planning.on_create import renamed_from
 from connectops.planning.ownership import Claim
-from connectops.priority import background
-from connectops.reconcilers.common import EmitEvent, KeyedSlots, Outcome, status_patch
+from connectops.reconcilers.common import EmitEvent, Outcome, status_patch
 from connectops.reconcilers.connector import ConnectorObject, ConnectorReconciler, claimed_name
-from connectops.reconcilers.sweep import Later
 
 ClaimIndex = Mapping[str, Sequence[Claim]]
 #: a Connector body -> the Event poster for it (kopf's, in the handlers)

@@ -57,7 +57,7 @@ from connectops.models.group_failover import (
     GroupFailoverSpec,
     GroupFailoverStatus,
 )
-from connectops.models.offset_reset import KafkaClusterAccess
+from connectops.models.offset_reset import KafkaClusterAccess, OffsetsTopicLocation
 from connectops.planning import group_failover as planning
 from connectops.planning.group_failover import FailoverRefused, TopicPartition
 from connectops.reconcilers.clusters import ClusterRegistry
@@ -317,7 +317,7 @@ class GroupFailoverReconciler:
             if r.partition == 0  # the only partition MirrorClient reads
             and (cp := planning.decode_checkpoint(r.key, r.value, r.timestamp_ms)) is not None
         ]
-        holder = source if flow.offset_syncs_location == "source" else target
+        holder = source if flow.offset_syncs_location == OffsetsTopicLocation.SOURCE else target
         syncs = await self._syncs(holder, flow)
         return planning.plan_failover(
             flow=flow,
@@ -334,7 +334,7 @@ class GroupFailoverReconciler:
         self, spec: GroupFailoverSpec, flow: planning.CheckpointFlow, source: GroupKafka, target: GroupKafka
     ) -> planning.FailoverPlan:
         committed = await asyncio.to_thread(target.group_offsets, spec.group)
-        holder = source if flow.offset_syncs_location == "source" else target
+        holder = source if flow.offset_syncs_location == OffsetsTopicLocation.SOURCE else target
         syncs = await self._syncs(holder, flow)
         ends: dict[TopicPartition, tuple[int, int]] = {}
         prefix = flow.remote_topic("")

@@ -49,26 +49,32 @@ from connectops.adapters.kube import (
     LockHeld,
     SecretKeyMissing,
 )
+from connectops.concurrency.backoff import Backoff
+from connectops.concurrency.gather import both
 from connectops.errors import NotReadyYet, ReferenceInvalid, SpecInvalid
 from connectops.failures import ConnectopsError
 from connectops.models import API_VERSION
 from connectops.models.base import epoch_of, iso_ms
 from connectops.models.checks import CheckSpec
-from connectops.models.connector import ConnectorSpec
+from connectops.models.connector import ConnectorSpec, DesiredState
 from connectops.models.interruption import InterruptionCause
 from connectops.models.offset_reset import (
+    FINAL_PHASES,
     OffsetResetSpec,
     OffsetResetStatus,
     OffsetsTopicLocation,
     ResetAction,
+    ResetPhase,
     ResetStrategy,
     ResumePolicy,
+    StepState,
     StepStatus,
 )
 from connectops.planning.checks import CheckContext
 from connectops.planning.interruption import InterruptionWatch
 from connectops.planning.offset_reset import (
     DEFAULT_FLUSH_INTERVAL_MS,
+    ConnectorKind,
     PlanError,
     Step,
     backup_predates_stop,
@@ -84,11 +90,12 @@ from connectops.planning.reset_deadlines import (
     deadline_message,
     seconds_left,
 )
+from connectops.planning.reset_holder import lock_holder
 from connectops.planning.resume_hold import ResumeHold, needs_hold, resume_target
 from connectops.reconcilers import reset_consumer_group, reset_mm2, reset_plan_store, reset_rest, reset_tombstone
 from connectops.reconcilers.checks import CheckRunner, apply_check_conditions
 from connectops.reconcilers.clusters import ClusterHandle, ClusterRegistry
-from connectops.reconcilers.common import Backoff, Conditions, EmitEvent, both, each_object
+from connectops.reconcilers.common import Conditions, EmitEvent, each_object
 from connectops.reconcilers.reset_backup import BackupStore
 from connectops.reconcilers.reset_changes import OffsetChanges, changed
 from connectops.reconcilers.reset_inspect import Inspector, publish_current
@@ -100,7 +107,6 @@ from connectops.reconcilers.reset_run import (
     StepFailed,
     Strategy,
     backup_name,
-    lock_holder,
     offsets_outcome,
     spec_hash,
 )
@@ -110,7 +116,6 @@ from connectops.validation import describe_validation_error
 
 __all__ = ["PLURAL", "OffsetResetExecutor", "backup_name", "lock_holder", "offsets_outcome", "spec_hash"]
 
-TERMINAL = frozenset({"Succeeded", "Failed", "Planned"})
 #: The stop and resume waits poll Connect's status every 25 ms for their first 15 s, then back
 #: off to one poll a second: the connector processes nothing while they run, so each poll
 #: interval of slack is downtime of the pipeline (half an interval on average: a 100 ms cap cost
@@ -173,7 +178,7 @@ def upgrade_steps(status: OffsetResetStatus) -> bool:
         return changed_order
     status.set_step(
         str(Step.BACKUP),
-        state="Pending",
+        state=StepState.PENDING,
         finished_at=None,
         message=(
             f"the backup in ConfigMap {backup.config_map if backup else '?'} was taken before the stop by an "
@@ -229,7 +234,7 @@ class OffsetResetExecutor:
         if status.spec_hash:
             if spec_hash(raw_spec) != status.spec_hash:
                 await self._ignore_spec_change(namespace, name, status, conditions)
-            if status.phase in TERMINAL:
+            if status.phase in FINAL_PHASES:
                 if status.pending_resume:
                     await self._finish_resume(body, emit)
                     return True
@@ -244,7 +249,7 @@ class OffsetResetExecutor:
         except ValidationError as exc:
             message = describe_validation_error(exc)
             conditions.set("Succeeded", False, "InvalidSpec", message, event_on_change=True, warning=True)
-            status.phase = "Failed"
+            status.phase = ResetPhase.FAILED
             status.spec_hash = spec_hash(raw_spec)
             status.executed_spec = raw_spec
             status.observed_generation = meta.get("generation")
@@ -258,7 +263,7 @@ class OffsetResetExecutor:
         # before then, so a crash in between leaves a reset that starts afresh.
         fresh = not status.spec_hash
         if fresh:
-            status.phase = "Running"
+            status.phase = ResetPhase.RUNNING
             status.spec_hash = spec_hash(raw_spec)
             status.executed_spec = raw_spec
             status.observed_generation = meta.get("generation")
@@ -277,7 +282,7 @@ class OffsetResetExecutor:
                 "only that namespace may reset, pause or resume it; nothing was changed"
             )
             conditions.set("Succeeded", False, "ManagedElsewhere", message, event_on_change=True, warning=True)
-            status.phase = "Failed"
+            status.phase = ResetPhase.FAILED
             status.conditions = conditions.items
             # a fresh status is written whole
             await self._save(namespace, name, status, *(() if fresh else ("phase", "conditions")))
@@ -294,7 +299,7 @@ class OffsetResetExecutor:
             mirror_kafka_config=mirror_config,
             redactor=Redactor(secrets),
         )
-        run.status.phase = "Running"  # from Pending, if it waited for its target
+        run.status.phase = ResetPhase.RUNNING  # from Pending, if it waited for its target
         run.unsaved = fresh or upgraded
         if not run.status.connectors:
             run.status.connectors = self._connector_names(spec, connector)
@@ -328,7 +333,7 @@ class OffsetResetExecutor:
                 said = True
                 raise error from None
             connector, cluster, _ = references
-            not_started = all(step.state == "Pending" for step in status.steps)
+            not_started = all(step.state == StepState.PENDING for step in status.steps)
             elsewhere = (
                 await self._managed_elsewhere(namespace, spec, connector, cluster, claims) if not_started else []
             )
@@ -416,7 +421,7 @@ class OffsetResetExecutor:
         GitOps sync out of order."""
         reason = ReferenceInvalid.reason if isinstance(exc, SpecInvalid) else "ReferenceNotFound"
         conditions.set("Succeeded", None, reason, f"{exc}; retrying", event_on_change=True, warning=True)
-        status.phase = "Pending"
+        status.phase = ResetPhase.PENDING
         status.conditions = conditions.items
         # ``whole``: nothing of this reset is written yet, its acceptance goes with this
         await self._save(namespace, name, status, *(() if whole else ("phase", "conditions")))
@@ -563,7 +568,7 @@ class OffsetResetExecutor:
             failpoints.hit(str(step), "effects")
             elapsed = time.monotonic() - started
             metrics.RESET_STEP_SECONDS.labels(step=str(step)).observe(elapsed)
-            run.set_step(step, state="Done", finished_at=iso_ms(time.time()), message=message)
+            run.set_step(step, state=StepState.DONE, finished_at=iso_ms(time.time()), message=message)
             run.history(f"{step}: {message} ({elapsed:.2f}s)")
             run.emit("Normal", f"Step{str(step)[0].upper()}{str(step)[1:]}", message)
             finished = step
@@ -613,7 +618,7 @@ class OffsetResetExecutor:
         order = list(Step)
         for step in order[order.index(after) + 1 :] if after is not None else order:
             state = run.step(step).state
-            if state in ("Done", "Skipped"):
+            if state in (StepState.DONE, StepState.SKIPPED):
                 continue
             if run.spec.dry_run and step in (
                 Step.BACKUP,
@@ -623,15 +628,15 @@ class OffsetResetExecutor:
                 Step.RESUME,
                 Step.VERIFY,
             ):
-                run.set_step(step, state="Skipped", message="dry run")
+                run.set_step(step, state=StepState.SKIPPED, message="dry run")
                 continue
             if step is Step.OFFSET_SYNCS and str(step) not in run.plan.steps:
-                run.set_step(step, state="Skipped", message="no MirrorMaker 2 offset-syncs cleanup")
+                run.set_step(step, state=StepState.SKIPPED, message="no MirrorMaker 2 offset-syncs cleanup")
                 continue
             now = iso_ms(time.time())
             run.set_step(
                 step,
-                state="Running",
+                state=StepState.RUNNING,
                 attempts=run.step(step).attempts + 1,
                 started_at=now,
                 first_started_at=run.step(step).first_started_at or now,
@@ -648,7 +653,7 @@ class OffsetResetExecutor:
         """Every step is Done: the outcome, with the last step's completion, in one write."""
         conditions = Conditions(run.status.conditions, run.generation, run.emit)
         if run.spec.dry_run:
-            run.status.phase = "Planned"
+            run.status.phase = ResetPhase.PLANNED
             metrics_spec = run.cluster.spec.worker_metrics
             interval = metrics_spec.offset_flush_interval_ms if metrics_spec else DEFAULT_FLUSH_INTERVAL_MS
             conditions.set(
@@ -659,7 +664,7 @@ class OffsetResetExecutor:
                 event_on_change=True,
             )
         else:
-            run.status.phase = "Succeeded"
+            run.status.phase = ResetPhase.SUCCEEDED
             resumed = run.step(Step.RESUME).message or ""
             # a held or overridden resume state is part of the outcome: what the connector does next
             extra = f"; {resumed}" if "(held:" in resumed or "spec changed during the reset" in resumed else ""
@@ -715,7 +720,7 @@ class OffsetResetExecutor:
         meta = body["metadata"]
         status = OffsetResetStatus.from_storage(body.get("status"))
         last = status.last_check
-        if last is None or status.phase != "Succeeded":
+        if last is None or status.phase != ResetPhase.SUCCEEDED:
             return
         spec = OffsetResetSpec.model_validate(status.executed_spec or body.get("spec"))
         connector_spec = await self._connector_spec(meta["namespace"], spec)
@@ -747,8 +752,8 @@ class OffsetResetExecutor:
         """
         # read before the failed step is marked: a failure AT the stop step (PUT /stop sent, the
         # connector never shown STOPPED in time) has stopped it too
-        stopped_by_us = run.step(Step.STOP).state in ("Running", "Done")
-        run.set_step(step, state="Failed", finished_at=iso_ms(time.time()), message=message)
+        stopped_by_us = run.step(Step.STOP).state in (StepState.RUNNING, StepState.DONE)
+        run.set_step(step, state=StepState.FAILED, finished_at=iso_ms(time.time()), message=message)
         run.history(f"{step}: failed: {message}")
         backup = run.status.backup_config_map
         # past the first call that may have changed offsets, resuming would run the connector on
@@ -814,11 +819,13 @@ class OffsetResetExecutor:
             event_on_change=True,
             warning=True,
         )
-        run.status.phase = "Failed"
+        run.status.phase = ResetPhase.FAILED
         run.status.current_step = None
         run.status.conditions = conditions.items
         await self._store(run)
-        metrics.RESETS.labels(action=str(run.spec.action), strategy=str(run.status.strategy), phase="Failed").inc()
+        metrics.RESETS.labels(
+            action=str(run.spec.action), strategy=str(run.status.strategy), phase=ResetPhase.FAILED
+        ).inc()
         if resume_error is not None:
             raise resume_error
 
@@ -963,7 +970,7 @@ class OffsetResetExecutor:
         """The module that changes this connector's offsets (one per strategy; see their docstrings)."""
         if run.plan.strategy == ResetStrategy.REST:
             return reset_rest
-        return reset_consumer_group if run.kind(connector) == "sink" else reset_tombstone
+        return reset_consumer_group if run.kind(connector) == ConnectorKind.SINK else reset_tombstone
 
     async def _reset(self, run: Run) -> str:
         action = ResetAction(run.spec.action)
@@ -1019,9 +1026,9 @@ class OffsetResetExecutor:
         said = []
         for connector in run.connectors:
             target, note = await self._resume_target(run, connector) if hold else (run.plan.resume_to(connector), "")
-            if target == "running":
+            if target == DesiredState.RUNNING:
                 await client.resume(connector)
-            elif target == "paused":
+            elif target == DesiredState.PAUSED:
                 await client.pause(connector)
             said.append(f"{connector} -> {target}{note}")
         return "; ".join(said)

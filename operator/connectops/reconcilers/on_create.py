@@ -39,14 +39,10 @@ from connectops.adapters.kube import KubeClient, KubeObjectMissing
 from connectops.errors import NotReadyYet
 from connectops.models.base import GROUP, VERSION
 from connectops.models.connect_cluster import Capabilities
-from connectops.models.connector import ConnectorSpec, ConnectorStatus, OffsetsOnCreateStatus
-from connectops.models.offset_reset import OffsetResetStatus
+from connectops.models.connector import ConnectorSpec, ConnectorStatus, OffsetsOnCreateStatus, OnCreateState
+from connectops.models.offset_reset import OffsetResetStatus, ResetPhase
 from connectops.planning.on_create import (
-    APPLIED,
-    APPLYING,
-    FAILED,
     RENAME,
-    RESUMED,
     mode,
     offsets_hash,
     rename_blocker,
@@ -125,7 +121,7 @@ class OffsetsOnCreate:
         """Carry on with spec.offsets of a connector being created: True while nothing else may
         change (being applied, or failed), False when it was applied just now, None when nothing
         is pending."""
-        if new.stored is None or new.stored.state not in (APPLYING, FAILED):
+        if new.stored is None or new.stored.state not in (OnCreateState.APPLYING, OnCreateState.FAILED):
             return None
         return await self._progress(new, new.stored, status, conditions, emit)
 
@@ -203,7 +199,7 @@ class OffsetsOnCreate:
         assert new.spec.offsets is not None
         marker = OffsetsOnCreateStatus(
             on_create=mode(new.spec.offsets),
-            state=APPLYING,
+            state=OnCreateState.APPLYING,
             offset_reset=reset_name(new.object_name, new.uid),
             spec_hash=offsets_hash(new.spec.offsets),
             renamed_from=renamed_from,
@@ -226,7 +222,7 @@ class OffsetsOnCreate:
         name = marker.offset_reset or reset_name(new.object_name, new.uid)
         if marker.on_create == RENAME and marker.renamed_from:
             carried = await self._carry_over(new, marker, name, status, conditions, emit)
-            if carried is not marker and carried.state == FAILED:
+            if carried is not marker and carried.state == OnCreateState.FAILED:
                 return True  # failed just now, before any reset (a failed reset is judged below)
             marker = carried
         if await new.client.get_connector(new.connector) is None:
@@ -241,11 +237,11 @@ class OffsetsOnCreate:
             )
         reset = await self._reset(new, name)
         phase = reset.phase
-        if phase == "Succeeded":
+        if phase == ResetPhase.SUCCEEDED:
             message = f"applied by OffsetReset {name} before the first task ran"
             if marker.on_create == RENAME and marker.renamed_from:
                 message = await self._retire(new, marker.renamed_from, marker.carried, name, emit)
-            done = marker.model_copy(update={"state": APPLIED, "message": message})
+            done = marker.model_copy(update={"state": OnCreateState.APPLIED, "message": message})
             status.offsets_on_create = done
             conditions.set(
                 CONDITION,
@@ -255,7 +251,7 @@ class OffsetsOnCreate:
                 event_on_change=True,
             )
             return False
-        if phase == "Failed":
+        if phase == ResetPhase.FAILED:
             succeeded = next((c for c in reset.conditions if c.type == "Succeeded"), None)
             why = succeeded.message if succeeded is not None else "see the OffsetReset"
             old = (
@@ -267,13 +263,15 @@ class OffsetsOnCreate:
                 f"OffsetReset {name} failed: {why}. The connector is as that reset left it;{old} delete the "
                 "OffsetReset to try again"
             )
-            status.offsets_on_create = marker.model_copy(update={"state": FAILED, "message": message[:1000]})
+            status.offsets_on_create = marker.model_copy(
+                update={"state": OnCreateState.FAILED, "message": message[:1000]}
+            )
             conditions.set(CONDITION, False, "ResetFailed", message, event_on_change=True, warning=True)
             conditions.set("Synced", False, "OffsetsOnCreateFailed", "changes wait until spec.offsets is applied")
             conditions.set("Ready", False, "OffsetsOnCreateFailed", f"OffsetReset {name} failed")
             return True
-        if marker.state != APPLYING:
-            status.offsets_on_create = marker.model_copy(update={"state": APPLYING})
+        if marker.state != OnCreateState.APPLYING:
+            status.offsets_on_create = marker.model_copy(update={"state": OnCreateState.APPLYING})
         message = f"OffsetReset {name} applies spec.offsets ({marker.on_create}) before the first task runs"
         conditions.set(CONDITION, None, "Applying", message)
         conditions.set("Synced", False, "ApplyingOffsets", "changes wait until spec.offsets is applied")
@@ -303,7 +301,9 @@ class OffsetsOnCreate:
                 f"connector {old} vanished before its offsets were read: nothing was written; delete this Connector "
                 "and create it without spec.offsets.from"
             )
-            failed = status.offsets_on_create = marker.model_copy(update={"state": FAILED, "message": message})
+            failed = status.offsets_on_create = marker.model_copy(
+                update={"state": OnCreateState.FAILED, "message": message}
+            )
             conditions.set(CONDITION, False, "RenameSourceMissing", message, event_on_change=True, warning=True)
             conditions.set("Synced", False, "OffsetsOnCreateFailed", "nothing was created")
             conditions.set("Ready", False, "OffsetsOnCreateFailed", message)
@@ -322,7 +322,9 @@ class OffsetsOnCreate:
         if len(carried) > MAX_CARRIED:
             await new.client.resume(old)
             message = f"connector {old} has {len(carried)} partition offsets; a rename carries at most {MAX_CARRIED}"
-            failed = status.offsets_on_create = marker.model_copy(update={"state": FAILED, "message": message})
+            failed = status.offsets_on_create = marker.model_copy(
+                update={"state": OnCreateState.FAILED, "message": message}
+            )
             conditions.set(CONDITION, False, "RenameTooLarge", message, event_on_change=True, warning=True)
             conditions.set("Ready", False, "OffsetsOnCreateFailed", message)
             return failed
@@ -372,7 +374,9 @@ class OffsetsOnCreate:
         new: NewConnector, at_create: OffsetsAtCreate | None, status: ConnectorStatus, emit: EmitEvent
     ) -> None:
         """A connector just created with ``resume``: say what it resumes from, if anything."""
-        resumed = OffsetsOnCreateStatus(on_create="resume", state=RESUMED, spec_hash=offsets_hash(new.spec.offsets))
+        resumed = OffsetsOnCreateStatus(
+            on_create="resume", state=OnCreateState.RESUMED, spec_hash=offsets_hash(new.spec.offsets)
+        )
         if at_create is None:
             message = (
                 "Connect already had this connector when the operator created it (an earlier attempt whose "
@@ -412,7 +416,10 @@ class OffsetsOnCreate:
                 "spec.offsets applies when the operator creates the connector; this one existed already, so "
                 "nothing was done (an OffsetReset changes the offsets of an existing connector)",
             )
-        elif marker.spec_hash != offsets_hash(spec.offsets) and marker.state in (APPLIED, RESUMED):
+        elif marker.spec_hash != offsets_hash(spec.offsets) and marker.state in (
+            OnCreateState.APPLIED,
+            OnCreateState.RESUMED,
+        ):
             conditions.set(
                 CONDITION,
                 True,

@@ -21,7 +21,7 @@ from connectops.adapters.kube import KubeClient, KubeError, KubeObjectMissing, S
 from connectops.errors import SpecInvalid
 from connectops.models.connector import ConnectorSpec
 from connectops.models.group_failover import GroupFailoverSpec
-from connectops.models.offset_reset import OffsetResetSpec, ResetAction
+from connectops.models.offset_reset import OffsetResetSpec, ResetAction, ResetPhase
 from connectops.planning.connector import RestartBook, plan_connector, render_config
 from connectops.planning.preview import SPECS, Document, ObjectPlan, connector_changes, reset_moves, validate
 from connectops.reconcilers.clusters import ClusterHandle, ClusterRegistry
@@ -144,7 +144,7 @@ class Previewer:
         try:
             live = await self._kube.custom_object(doc.namespace, "offsetresets", doc.name)
             phase = (live.get("status") or {}).get("phase")
-            if phase in ("Succeeded", "Failed", "Running"):
+            if phase in (ResetPhase.SUCCEEDED, ResetPhase.FAILED, ResetPhase.RUNNING):
                 plan.changes.clear()
                 plan.notes.append(f"this reset already ran ({phase}); a reset is immutable: nothing more happens")
                 return

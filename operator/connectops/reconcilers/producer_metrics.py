@@ -23,7 +23,7 @@ from connectops.reconcilers.common import Conditions, EmitEvent
 log = logging.getLogger(__name__)
 
 
-async def remedy(
+async def remedy(  # noqa: PLR0913 - the check's result and the pass it remedies
     client: ConnectApi,
     connector: str,
     spec: ConnectorSpec,

@@ -29,12 +29,12 @@ from typing import Any
 
 from connectops.adapters.kafka import OffsetRecord, parse_offset_key
 from connectops.adapters.kube import KubeClient, KubeError, KubeForbidden, KubeObjectMissing, KubeUnavailable
+from connectops.concurrency.gather import each
 from connectops.models import GROUP
 from connectops.models.base import utcnow_iso
 from connectops.models.offset_reset import BackupStatus, ResetStrategy
-from connectops.planning.offset_reset import PlanError
+from connectops.planning.offset_reset import ConnectorKind, PlanError
 from connectops.reconcilers import reset_chunks
-from connectops.reconcilers.common import each
 from connectops.reconcilers.reset_changes import OffsetChanges
 from connectops.reconcilers.reset_run import Run, StepFailed, backup_name
 
@@ -104,7 +104,7 @@ class BackupStore:
             entry: dict[str, Any] = {"kind": kind, "offsets": run.offsets_read[connector]}
             total += len(entry["offsets"])
             if run.plan.strategy == ResetStrategy.TOMBSTONE and run.kafka is not None:
-                if kind == "sink":
+                if kind == ConnectorKind.SINK:
                     entry["group"] = run.group(connector)
                     offsets = await asyncio.to_thread(run.kafka.group_offsets, run.group(connector))
                     entry["groupOffsets"] = [[t, p, o] for (t, p), o in sorted(offsets.items())]
@@ -321,7 +321,7 @@ class BackupStore:
             saved = saved_all.get(connector)
             if not isinstance(saved, dict) or not isinstance(saved.get("offsets"), list):
                 raise PlanError(f"backup {source} holds no offsets for {connector}")
-            if run.plan.strategy != ResetStrategy.TOMBSTONE or run.kind(connector) == "sink":
+            if run.plan.strategy != ResetStrategy.TOMBSTONE or run.kind(connector) == ConnectorKind.SINK:
                 continue
             topics = set(self._changes.offsets_topics(run, connector))
             try:

@@ -18,10 +18,12 @@ from typing import Any
 
 from connectops.adapters.kafka import OffsetRecord
 from connectops.adapters.kube import KubeClient
+from connectops.concurrency.backoff import Backoff
+from connectops.concurrency.gather import both
 from connectops.failures import ConnectopsError
-from connectops.models.offset_reset import OffsetChange, OffsetResetStatus
-from connectops.planning.offset_reset import diff_offsets
-from connectops.reconcilers.common import Backoff, Conditions, both
+from connectops.models.offset_reset import ChangeState, OffsetChange, OffsetResetStatus
+from connectops.planning.offset_reset import ConnectorKind, diff_offsets
+from connectops.reconcilers.common import Conditions
 from connectops.reconcilers.reset_run import PLURAL, Run, StepFailed
 
 #: how long Connect may take to show what was written to its offsets topic
@@ -65,7 +67,7 @@ class OffsetChanges:
     ) -> Any:
         """Make one offsets-changing call, recorded in status before it is sent (so a crash or a lost
         answer still counts as "may have changed") and after it returns, with Connect's answer."""
-        entry = OffsetChange(connector=connector, call=call, partitions=partitions, state="Started")
+        entry = OffsetChange(connector=connector, call=call, partitions=partitions, state=ChangeState.STARTED)
         run.status.changes = [*run.status.changes, entry]
         await self.store(run, "changes")
         try:
@@ -74,10 +76,10 @@ class OffsetChanges:
             # the adapters know their answers: Refused only when nothing was done; otherwise the
             # call may have taken effect and stays Started
             if exc.changed_nothing():
-                entry.state = "Refused"
+                entry.state = ChangeState.REFUSED
                 await self.store(run, "changes")
             raise
-        entry.state = "Done"
+        entry.state = ChangeState.DONE
         if isinstance(result, str) and result:
             entry.message = run.redactor(result)[:1000]
             entry.confirmed_by_connector = confirmation(result)
@@ -131,7 +133,7 @@ class OffsetChanges:
         if run.kafka is None:
             return None
         cfg = run.plan.config(connector)
-        if cfg.kind == "sink":
+        if cfg.kind == ConnectorKind.SINK:
             group = await asyncio.to_thread(run.kafka.group_offsets, run.group(connector))
             return [
                 {"partition": {"kafka_topic": t, "kafka_partition": p}, "offset": {"kafka_offset": o}}

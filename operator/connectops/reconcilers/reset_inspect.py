@@ -21,6 +21,7 @@ from pydantic import ValidationError
 
 from connectops.adapters.connect_rest import ConnectNotFound
 from connectops.adapters.kube import KubeClient
+from connectops.concurrency.gather import both, each, unwrap
 from connectops.models.bounds import STATUS_SAMPLE
 from connectops.models.connector import ConnectorSpec
 from connectops.models.offset_reset import PlanConfig, PlanScope, ResetAction, ResetPlanStatus, timestamp_ms
@@ -35,7 +36,7 @@ from connectops.planning.offset_reset import (
     untouched,
 )
 from connectops.reconcilers import reset_mm2, reset_plan_store
-from connectops.reconcilers.common import both, each, each_object, unwrap
+from connectops.reconcilers.common import each_object
 from connectops.reconcilers.reset_backup import BackupStore
 from connectops.reconcilers.reset_run import Run
 

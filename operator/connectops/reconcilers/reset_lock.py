@@ -17,8 +17,9 @@ from typing import Any
 
 from connectops.adapters.kube import KubeClient, KubeError, KubeObjectMissing, LockHeld
 from connectops.models import API_VERSION
-from connectops.models.offset_reset import OffsetResetStatus, ResetAction
-from connectops.reconcilers.reset_run import PLURAL, Run, lock_holder, parse_holder
+from connectops.models.offset_reset import OffsetResetStatus, ResetAction, ResetPhase
+from connectops.planning.reset_holder import lock_holder, parse_holder
+from connectops.reconcilers.reset_run import PLURAL, Run
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +114,6 @@ class ResetLocks:
         status = OffsetResetStatus.from_storage(obj.get("status"))
         return (
             obj["metadata"].get("uid") == uid
-            and status.phase == "Failed"
+            and status.phase == ResetPhase.FAILED
             and status.backup_config_map == run.spec.restore_from
         )

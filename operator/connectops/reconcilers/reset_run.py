@@ -1,5 +1,6 @@
 """One OffsetReset execution's working state (``Run``) and the small facts every step module
-shares: who holds a lock, what a backup is called, how a failure is described."""
+shares: what a backup is called, how a failure is described (who holds a lock:
+:mod:`connectops.planning.reset_holder`, which the Connector reconciler reads too)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from connectops.adapters.kafka import KafkaOffsets, OffsetRecord, RawRecord, WrittenRecord
-from connectops.models import GROUP
 from connectops.models.base import utcnow_iso
 from connectops.models.connector import ConnectorSpec
 from connectops.models.offset_reset import (
@@ -18,6 +18,7 @@ from connectops.models.offset_reset import (
     OffsetResetStatus,
     ResetAction,
     ResetPlanStatus,
+    StepState,
     StepStatus,
 )
 from connectops.planning.offset_reset import Step
@@ -32,23 +33,6 @@ PLURAL = "offsetresets"
 HISTORY_LIMIT = 30
 
 
-def lock_holder(namespace: str, name: str, uid: str) -> str:
-    """The Lease holder identity of one OffsetReset (the uid: a re-created namesake is another holder)."""
-    return f"{GROUP}/offsetreset/{namespace}/{name}/{uid}"
-
-
-def parse_holder(holder: str) -> tuple[str, str, str] | None:
-    """(namespace, name, uid) of an OffsetReset's holder identity; None for anything else."""
-    prefix = f"{GROUP}/offsetreset/"
-    if not holder.startswith(prefix):
-        return None
-    parts = holder[len(prefix) :].split("/")
-    if len(parts) != 3 or not all(parts):
-        return None
-    namespace, name, uid = parts
-    return namespace, name, uid
-
-
 def backup_name(namespace: str, name: str, uid: str) -> str:
     """A backup ConfigMap name that no other reset can have: readable prefix, then a hash of the
     full identity (two long names sharing their first 200 characters still differ)."""
@@ -60,7 +44,7 @@ def offsets_outcome(reset_step: StepStatus, action: str, backup: str | None, *, 
     """What a failed reset did to the offsets, as far as the operator can know: from its reset
     step and its change log (``changed``: a call was Done, or Started with no answer)."""
     kept = f" (the old offsets are in ConfigMap {backup})" if backup else ""
-    if reset_step.state == "Done":
+    if reset_step.state == StepState.DONE:
         return f"The offsets WERE changed by the {action}{kept}"
     if changed:
         # a change may have reached Connect or Kafka with its answer lost on the way back

@@ -1,4 +1,4 @@
-"""``common.KeyedSlots``: a bound per key (a change's ConnectCluster), nothing kept per key
+"""``concurrency.slots.KeyedSlots``: a bound per key (a change's ConnectCluster), nothing kept per key
 once no one holds or awaits it."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from connectops.reconcilers.common import KeyedSlots
+from connectops.concurrency.slots import KeyedSlots
 
 
 async def test_each_key_has_its_own_bound_and_keys_do_not_wait_for_each_other() -> None:

@@ -254,7 +254,7 @@ async def test_a_slow_listing_is_not_asked_again_sooner_than_it_took(clock: Cloc
         clock.offset += 50.0
         return await answer(*args, **kwargs)
 
-    fake.list_expanded = fifty_seconds  # type: ignore[method-assign, assignment]
+    fake.list_expanded = fifty_seconds  # type: ignore[method-assign]
     cluster = await world.reconciler._clusters.resolve(NAMESPACE, CLUSTER)
     fake.calls.clear()
     assert await cluster.listing(RESYNC / 2) is not None

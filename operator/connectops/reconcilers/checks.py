@@ -314,7 +314,12 @@ def apply_check_conditions(conditions: Conditions, result: CheckConditions) -> N
     lag_ok, lag_reason, lag_msg = result.lag
     conditions.set("LagHealthy", lag_ok, lag_reason, lag_msg, event_on_change=True, warning=lag_ok is False)
     bal_ok, bal_reason, bal_msg = result.balance
-    conditions.set("PartitionsBalanced", bal_ok, bal_reason, bal_msg, event_on_change=True, warning=bal_ok is False)
+    # a check that gave no verdict (not submitted, timed out, failed) says so in both conditions
+    # with the same words: one Event for one cause
+    one_cause = (bal_reason, bal_msg) == (lag_reason, lag_msg)
+    conditions.set(
+        "PartitionsBalanced", bal_ok, bal_reason, bal_msg, event_on_change=not one_cause, warning=bal_ok is False
+    )
     if result.producer is not None:
         ok, reason, message = result.producer
         conditions.set("ProducerHealthy", ok, reason, message, event_on_change=True, warning=ok is False)

@@ -14,13 +14,16 @@ failing and took at most 60 ms.
 
 Upstream facts relied on (apache/kafka):
 
-* Before Connect 3.1, ``WorkerSourceTask.commitOffsets`` waits for *every* outstanding record
-  up to ``offset.flush.timeout.ms`` and, on timeout, logs the message above and records a commit
-  failure whose duration is at least that timeout (3.0.0, ``recordCommitFailure(time.milliseconds()
-  - started, null)``). KAFKA-12226 (commit f59471ee441a, Connect 3.1) commits the offsets of the
-  records already acknowledged instead: commits succeed, and the committed offsets trail what the
-  task has produced by whatever is still outstanding. A commit then fails only when the offsets
-  write itself times out.
+* Before Connect 3.0.1, ``WorkerSourceTask.commitOffsets`` waits for *every* outstanding record
+  up to ``offset.flush.timeout.ms`` and, on timeout, logs the message above and calls
+  ``recordCommitFailure(time.milliseconds() - started, null)`` (3.0.0), which
+  ``TaskMetricsGroup.recordCommit`` counts as a *successful* commit, its error being null, that
+  lasted at least that timeout: ``offset-commit-failure-percentage`` stays 0 and
+  ``offset-commit-max-time-ms`` shows the failure (measured on a real 3.0.0 worker,
+  tests/e2e/test_founding_case_pre31.py). KAFKA-12226 (commit f59471ee441a, Connect 3.1, and
+  backported to 3.0.1) commits the offsets of the records already acknowledged instead: commits
+  succeed, and the committed offsets trail what the task has produced by whatever is still
+  outstanding. A commit then fails only when the offsets write itself times out.
 * Connect's task producers run with ``max.in.flight.requests.per.connection=1``, ``acks=all``
   and idempotence off unless overridden (``Worker.baseProducerConfigs``): one request in flight,
   so for a one-partition topic each request waits for the previous one's answer.
@@ -56,14 +59,17 @@ requests in flight, T ``offset.flush.timeout.ms``:
    < 10% of ``buffer-total-bytes``, else of ``buffer.memory``): once it is empty ``send()``
    blocks, and Connect sets ``max.block.ms`` to Long.MAX_VALUE, so the task stalls.
 3. Commits suffer. They fail: ``offset-commit-failure-percentage`` > 0, or, since Strimzi's rules
-   do not serve it, ``offset-commit-max-time-ms`` >= T (a failed flush lasts at least T). Or, on
+   do not serve it and 3.0.0 does not count a timed-out flush in it, ``offset-commit-max-time-ms``
+   >= T (a failed flush lasts at least T). Or, on
    3.1+, they trail: the current active count stays above D x T in every one of at least two
    scrapes, or the committed-offset trail (records produced beyond the last committed offset)
    does in every sample given. Before 3.1 only failures count: there a commit covers everything
    or nothing.
 
-The form follows the worker version: before 3.1 "commits fail", from 3.1 "commits trail"; with
-no version, the evidence decides (failures: "commits fail").
+The form follows the worker version: before 3.0.1 "commits fail", from 3.0.1 "commits trail"
+(KAFKA-12226 shipped in 3.1.0 and was backported to 3.0.1: connect-runtime 3.0.1 and 3.0.2 have
+``SubmittedRecords``, 3.0.0 and 2.8.2 still log "Failed to flush"); with no version, the
+evidence decides (failures: "commits fail").
 
 The recommendation (``recommend``): with one request in flight a partition gets one batch per
 request latency L, so delivering N records/s needs N x L / k records per batch, and ``batch.size``
@@ -132,6 +138,18 @@ def kafka_version(text: str | None) -> tuple[int, int] | None:
     return (int(match[1]), int(match[2])) if match else None
 
 
+#: The first release whose source-task commits cover acknowledged records only (see the module docstring).
+COMMITS_TRAIL_SINCE: Final = (3, 0, 1)
+
+
+def kafka_release(text: str | None) -> tuple[int, int, int] | None:
+    """``(major, minor, patch)`` of an Apache Kafka version string (``3.0`` reads as ``3.0.0``)."""
+    if not text:
+        return None
+    match = re.match(r"\s*v?(\d+)\.(\d+)(?:\.(\d+))?", text)
+    return (int(match[1]), int(match[2]), int(match[3] or 0)) if match else None
+
+
 def default_linger_ms(worker_version: str | None) -> int:
     """Kafka's ``linger.ms`` default for the worker's Kafka version (unknown: today's, 5)."""
     version = kafka_version(worker_version)
@@ -149,6 +167,12 @@ class WorkerSettings:
     @property
     def version(self) -> tuple[int, int] | None:
         return kafka_version(self.worker_version)
+
+    @property
+    def commits_wait_for_all(self) -> bool | None:
+        """Whether an offset commit waits for every outstanding record (before 3.0.1); None: no version."""
+        release = kafka_release(self.worker_version)
+        return None if release is None else release < COMMITS_TRAIL_SINCE
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,9 +218,9 @@ class ProducerSettings:
 class CommitForm(StrEnum):
     """How the pressure shows in offset commits."""
 
-    #: before Connect 3.1: a commit waits for every outstanding record and times out
+    #: before Connect 3.0.1: a commit waits for every outstanding record and times out
     COMMITS_FAIL = "commits fail"
-    #: Connect 3.1+ (KAFKA-12226): commits cover acknowledged records and fall behind
+    #: Connect 3.0.1+ (KAFKA-12226): commits cover acknowledged records and fall behind
     COMMITS_TRAIL = "commits trail"
 
 
@@ -621,12 +645,12 @@ def diagnose(
         return None
     failing = _failures(f, settings)
     trailing = _trailing(before, f, trail, settings)
-    version = settings.version
-    if version is not None and version < (3, 1):
+    waits = settings.commits_wait_for_all
+    if waits:
         form = CommitForm.COMMITS_FAIL
         commits = [failing] if failing else []
     else:
-        form = CommitForm.COMMITS_FAIL if version is None and failing else CommitForm.COMMITS_TRAIL
+        form = CommitForm.COMMITS_FAIL if waits is None and failing else CommitForm.COMMITS_TRAIL
         commits = [e for e in (trailing, failing) if e]
     if not commits:
         return None
@@ -687,7 +711,7 @@ def _message(
         head = (
             f"{who}: its Kafka producer cannot deliver records as fast as the connector produces them, "
             f"so committed source offsets trail what the task has produced. On Kafka Connect {version} "
-            "(3.1 and later, KAFKA-12226) a commit covers only acknowledged records: commits succeed, "
+            "(3.0.1 and later, KAFKA-12226) a commit covers only acknowledged records: commits succeed, "
             "but a restart replays everything still outstanding."
         )
     body = " Evidence: " + "; ".join(evidence) + "."

@@ -64,7 +64,7 @@ import httpx
 
 from tests.env.latencyproxy import PRODUCE, LatencyProxy
 from tests.env.plugins import plugin_jar
-from tests.env.servers import ConnectWorker, KafkaBroker, free_port, wait_until
+from tests.env.servers import KAFKA_VERSION, ConnectWorker, KafkaBroker, free_port, wait_until
 
 FLOOD_SOURCE: Final = "io.connectops.testplugins.FloodSourceConnector"
 PROM_REPORTER: Final = "io.connectops.testplugins.PromReporter"
@@ -351,6 +351,8 @@ class PressureEnv:
         worker_properties: Mapping[str, str] | None = None,
         heap: str = "768m",
         name: str = "pressure",
+        jar_dir: Path | None = None,
+        version: str = KAFKA_VERSION,
     ) -> None:
         self.root = root
         self.root.mkdir(parents=True, exist_ok=True)
@@ -377,6 +379,9 @@ class PressureEnv:
             extra_classpath=[plugin_jar("promreporter"), plugin_jar("floodsource")],
             heap=heap,
             metrics_port=self.metrics_port,
+            # another Connect release (tests/env/connect_versions), e.g. one before KAFKA-12226
+            jar_dir=jar_dir,
+            version=version,
         )
         self.http = httpx.Client(timeout=15)
         self.tail: OffsetsTail | None = None

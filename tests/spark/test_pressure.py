@@ -408,12 +408,12 @@ def seed_after() -> list[TaskFigures]:
     ]
 
 
-PRE_31 = WorkerSettings(worker_version="3.0.2")
+PRE_31 = WorkerSettings(worker_version="3.0.0")
 NEW = WorkerSettings(worker_version="4.1.0")
 
 
 def test_seed_pre_31_commits_fail() -> None:
-    d = diagnose(seed_before(), PRE_31, ProducerSettings.from_connector_config({}, "3.0.2"))
+    d = diagnose(seed_before(), PRE_31, ProducerSettings.from_connector_config({}, "3.0.0"))
     assert d is not None
     assert d.code == "ProducerPressure"
     assert d.form is CommitForm.COMMITS_FAIL
@@ -439,6 +439,19 @@ def test_pre_31_without_failures_is_not_diagnosed() -> None:
     # before 3.1 a commit covers everything or nothing: a big queue with commits succeeding is not this case
     samples = seed_before(offset_commit_max_time_ms=800.0)
     assert diagnose(samples, PRE_31, ProducerSettings()) is None
+
+
+@pytest.mark.parametrize("version", ["3.0.1", "3.0.2", "3.1.0"])
+def test_kafka_12226_backport_to_301_commits_trail(version: str) -> None:
+    # connect-runtime 3.0.1 and 3.0.2 carry KAFKA-12226 (SubmittedRecords, no "Failed to flush"):
+    # their commits trail, so a trailing queue without failed commits is the pressure there too
+    d = diagnose(new_worker_trailing(), WorkerSettings(worker_version=version), ProducerSettings())
+    assert d is not None
+    assert d.form is CommitForm.COMMITS_TRAIL
+    assert WorkerSettings(worker_version=version).commits_wait_for_all is False
+    assert WorkerSettings(worker_version="3.0.0").commits_wait_for_all is True
+    assert WorkerSettings(worker_version="2.8.2").commits_wait_for_all is True
+    assert WorkerSettings().commits_wait_for_all is None
 
 
 def new_worker_trailing() -> list[TaskFigures]:
@@ -650,7 +663,7 @@ def test_seed_reproduction() -> None:
     rate_term = formula(2520, 98, record_bytes)
     backlog_term = 60000 / 5.0 * 0.098 * record_bytes
     assert backlog_term > rate_term
-    d = diagnose(seed_before(), PRE_31, ProducerSettings.from_connector_config({}, "3.0.2"))
+    d = diagnose(seed_before(), PRE_31, ProducerSettings.from_connector_config({}, "3.0.0"))
     assert d is not None
     assert d.recommendation is not None
     assert d.recommendation.record_bytes == pytest.approx(record_bytes)

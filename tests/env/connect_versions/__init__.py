@@ -2,13 +2,14 @@
 
 The test environment's own Kafka is 4.3.1 (tests/env/kafka/pom.xml, by provision.sh). The
 operator also has paths for older workers (capabilities by version: tombstone resets on 3.5,
-REST resets without create-stopped on 3.6, a refusal before 3.5); tests/e2e/test_old_workers.py
-runs them against real workers of these releases. They are fetched by the fixture that needs
-them, not by provision.sh, so a session that runs no such test pays nothing: ``pom.xml`` here
-with ``-Dconnect.version``, ``mvn dependency:copy-dependencies`` into
-``$CONNECTOPS_TESTENV_CACHE/connect-<version>/libs``, the main jars checked against
-``SHA256SUMS`` (Maven has no lock file) before ``.complete`` is written. Maven is installed by
-provision.sh (Debian's ``maven``).
+REST resets without create-stopped on 3.6, a refusal before 3.5; failed offset commits under
+producer pressure on 3.0.0); tests/e2e/test_old_workers.py and
+tests/e2e/test_founding_case_pre31.py run them against real workers of these releases. They
+are fetched by the fixture that needs them, not by provision.sh, so a session that runs no
+such test pays nothing: ``pom.xml`` here with ``-Dconnect.version``, ``mvn
+dependency:copy-dependencies`` into ``$CONNECTOPS_TESTENV_CACHE/connect-<version>/libs``, the
+main jars checked against ``SHA256SUMS`` (Maven has no lock file) before ``.complete`` is
+written. Maven is installed by provision.sh (Debian's ``maven``).
 """
 
 from __future__ import annotations
@@ -27,11 +28,17 @@ POM: Final = HERE / "pom.xml"
 SUMS: Final = HERE / "SHA256SUMS"
 
 #: The newest patch release of each line on Maven Central (checked with ``mvn dependency:get``:
-#: 3.4.2, 3.5.3 and 3.6.3 do not exist), by the operator path each one exercises.
+#: 3.4.2, 3.5.3 and 3.6.3 do not exist), by the operator path each one exercises. The one
+#: exception is 3.0: KAFKA-12226 (commits cover acknowledged records, no "Failed to flush") was
+#: backported to 3.0.1 (its connect-runtime has ``SubmittedRecords``; 3.0.0's and 2.8.2's
+#: WorkerSourceTask still log "Failed to flush, timed out while waiting for producer to flush
+#: outstanding {} messages"), so the newest release whose commits wait for every outstanding
+#: record is 3.0.0, not 3.0.2.
+CONNECT_30: Final = "3.0.0"  # offset commits wait for every outstanding record: the founding case
 CONNECT_34: Final = "3.4.1"  # before KIP-875: no STOPPED state, every reset refused
 CONNECT_35: Final = "3.5.2"  # STOPPED and GET /offsets, no PATCH/DELETE: tombstone resets
 CONNECT_36: Final = "3.6.2"  # PATCH/DELETE /offsets, no initial_state (KIP-980, 3.7)
-VERSIONS: Final = (CONNECT_34, CONNECT_35, CONNECT_36)
+VERSIONS: Final = (CONNECT_30, CONNECT_34, CONNECT_35, CONNECT_36)
 
 #: A cold resolution downloads ~25 MB per version; Maven's own retries sit inside this.
 MVN_TIMEOUT_SECONDS: Final = 600.0

@@ -78,6 +78,7 @@ SLOW_FIRST = (
     "tests/spark/test_ownership_protocol.py",  # 120 alone (two sinks settling their groups)
     "tests/e2e/test_connector_e2e.py",  # 209
     "tests/e2e/test_old_workers.py",  # 95 alone (three older Connect releases, fetched on first use)
+    "tests/e2e/test_founding_case_pre31.py",  # 130-165 alone (a 3.0.0 worker under pressure)
     "tests/helm/test_upgrade.py",  # 60-90 alone (its own API server, two operator processes)
     "tests/e2e/test_offset_truth_sink.py",  # 190
     "tests/e2e/test_offset_reset_crash.py",  # 176

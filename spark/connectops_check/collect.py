@@ -34,11 +34,16 @@ Per connector kind:
   a checkpoint only when its translated downstream offset advances (``MirrorCheckpointTask.
   checkpointIsMoreRecent``), so a group that moved within one offset-sync step keeps a small
   lag until the next sync: that lag is real (the failover would re-read it), not an artefact.
+  A consumer failing over starts at the checkpoint's DOWNSTREAM offset, which MM2 rounds to one
+  past the offset sync before it: so at the last sample the offset-syncs topic is read too
+  (where ``offset-syncs.topic.location`` puts it), and the records that consumer would read
+  again are counted per partition, rounding included (``offset_syncs``; the snapshot's
+  ``failover``).
 - any other source: nothing broker-side to compare its offsets with; the snapshot says why.
   With the workers' metrics URLs, its tasks are scraped at every sample instead (producer
   pressure, ``producer_check``).
 
-Why one module of ~600 lines: every call the job makes to the outside world is here, each with
+Why one module of ~1000 lines: every call the job makes to the outside world is here, each with
 its bounds and fallbacks, so reviewing what the job may reach is reading one file.
 
 An admin API the broker does not support degrades one number, not the run: the snapshot's
@@ -66,6 +71,15 @@ from confluent_kafka.admin import AdminClient
 # explicitly nor annotates its factory methods: the ignores below cover only that.
 from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]  # isort: skip
 
+from connectops_check.offset_syncs import (
+    LOCATION_SOURCE,
+    SyncLog,
+    decode_offset_sync,
+    failover_reread,
+    offset_syncs_location,
+    offset_syncs_topic,
+    protocol_string,
+)
 from connectops_check.snapshot import (
     PRODUCER_SETTINGS,
     ConnectorKind,
@@ -263,28 +277,19 @@ class Checkpoint(NamedTuple):
     metadata: str
 
 
-def _protocol_string(data: bytes, pos: int) -> tuple[str, int]:
-    """Kafka protocol STRING: int16 length, then that many UTF-8 bytes."""
-    (length,) = struct.unpack_from(">h", data, pos)
-    end = pos + 2 + length
-    if length < 0 or end > len(data):
-        raise ValueError(f"bad string length {length} at byte {pos}")
-    return data[pos + 2 : end].decode("utf-8"), end
-
-
 def decode_checkpoint(key: bytes, value: bytes) -> Checkpoint:
     """Key ``(group STRING, topic STRING, partition INT32)``; value a header ``(version INT16)``
     then, for version 0, ``(upstreamOffset INT64, offset INT64, metadata STRING)``, where
     ``offset`` is the downstream offset. ValueError for anything else."""
     try:
-        group, pos = _protocol_string(key, 0)
-        topic, pos = _protocol_string(key, pos)
+        group, pos = protocol_string(key, 0)
+        topic, pos = protocol_string(key, pos)
         (partition,) = struct.unpack_from(">i", key, pos)
         (version,) = struct.unpack_from(">h", value, 0)
         if version != 0:
             raise ValueError(f"checkpoint value version {version}, only 0 is known")
         upstream, downstream = struct.unpack_from(">qq", value, 2)
-        metadata, _ = _protocol_string(value, 18)
+        metadata, _ = protocol_string(value, 18)
     except (struct.error, UnicodeDecodeError) as error:
         raise ValueError(str(error)) from error
     return Checkpoint(group, topic, partition, upstream, downstream, metadata)
@@ -774,11 +779,20 @@ def _collect_mirror(
 CHECKPOINT_READ_S = 30.0
 
 
-class _CheckpointReader:
-    """MM2's checkpoints topic, read from the start and then on to its log-end at every sample;
-    keeps the latest checkpoint per key (the topic is compacted: later records win)."""
+class _TopicTail:
+    """One of MM2's internal topics, read from the start and then on to its log-end at every
+    sample; each record goes to ``_apply``. ``first_only``: partition 0 alone, as MM2 reads its
+    offset-syncs topic."""
 
-    def __init__(self, bootstrap: str, client_config: Mapping[str, str] | None, topic: str, notes: list[str]):
+    def __init__(
+        self,
+        bootstrap: str,
+        client_config: Mapping[str, str] | None,
+        topic: str,
+        notes: list[str],
+        *,
+        first_only: bool = False,
+    ):
         conf: dict[str, str | int | float | bool] = {
             "bootstrap.servers": bootstrap,
             **(client_config or {}),
@@ -790,8 +804,7 @@ class _CheckpointReader:
             "enable.partition.eof": True,
         }
         self.consumer = Consumer(conf)
-        self.topic, self.notes = topic, notes
-        self.latest: dict[tuple[str, str, int], Checkpoint] = {}
+        self.topic, self.notes, self.first_only = topic, notes, first_only
         self.partitions: list[int] = []
         self.next_offset: dict[int, int] = {}
         self.undecodable = 0
@@ -803,7 +816,7 @@ class _CheckpointReader:
         meta = self.consumer.list_topics(self.topic, timeout=REQUEST_TIMEOUT_S).topics.get(self.topic)
         if meta is None or meta.error is not None or not meta.partitions:
             return False
-        self.partitions = sorted(meta.partitions)
+        self.partitions = [0] if self.first_only else sorted(meta.partitions)
         self.consumer.assign([KafkaTopicPartition(self.topic, p, OFFSET_BEGINNING) for p in self.partitions])
         return True
 
@@ -816,7 +829,7 @@ class _CheckpointReader:
         deadline = time.monotonic() + CHECKPOINT_READ_S
         while any(self.next_offset.get(p, 0) < end for p, end in ends.items()):
             if time.monotonic() > deadline:
-                self.notes.append(f"checkpoints topic {self.topic}: not read to its end in {CHECKPOINT_READ_S:.0f}s")
+                self.notes.append(f"topic {self.topic}: not read to its end in {CHECKPOINT_READ_S:.0f}s")
                 return
             for message in self.consumer.consume(num_messages=500, timeout=0.5):
                 error, partition, offset = message.error(), message.partition(), message.offset()
@@ -830,13 +843,25 @@ class _CheckpointReader:
                 self._apply(message.key(), message.value())
 
     def _apply(self, key: bytes | None, value: bytes | None) -> None:
+        raise NotImplementedError
+
+
+class _CheckpointReader(_TopicTail):
+    """MM2's checkpoints topic; keeps the latest checkpoint per key (the topic is compacted:
+    later records win)."""
+
+    def __init__(self, bootstrap: str, client_config: Mapping[str, str] | None, topic: str, notes: list[str]):
+        super().__init__(bootstrap, client_config, topic, notes)
+        self.latest: dict[tuple[str, str, int], Checkpoint] = {}
+
+    def _apply(self, key: bytes | None, value: bytes | None) -> None:
         if key is None:
             self.undecodable += 1
             return
         if value is None:  # a tombstone removes the key's checkpoint
             try:
-                group, pos = _protocol_string(key, 0)
-                topic, pos = _protocol_string(key, pos)
+                group, pos = protocol_string(key, 0)
+                topic, pos = protocol_string(key, pos)
                 (partition,) = struct.unpack_from(">i", key, pos)
             except (ValueError, struct.error, UnicodeDecodeError):
                 self.undecodable += 1
@@ -849,6 +874,23 @@ class _CheckpointReader:
             self.undecodable += 1
             return
         self.latest[(checkpoint.group, checkpoint.topic, checkpoint.partition)] = checkpoint
+
+
+class _SyncReader(_TopicTail):
+    """MM2's offset-syncs topic (partition 0, as MM2 reads it): every sync, in log order."""
+
+    def __init__(self, bootstrap: str, client_config: Mapping[str, str] | None, topic: str, notes: list[str]):
+        super().__init__(bootstrap, client_config, topic, notes, first_only=True)
+        self.log = SyncLog()
+
+    def _apply(self, key: bytes | None, value: bytes | None) -> None:
+        if key is None or value is None:  # a tombstone is no sync: MM2 never writes one
+            self.undecodable += 1
+            return
+        try:
+            self.log.add(decode_offset_sync(key, value))
+        except ValueError:
+            self.undecodable += 1
 
 
 def _assigned_groups(task_configs: Iterable[Mapping[str, Any]]) -> set[str]:
@@ -892,6 +934,7 @@ def _collect_checkpoints(
             snapshot.not_applicable_reason = f"checkpoints topic {topic} does not exist on {target_bootstrap}"
             return
         assigned = _assigned_groups(task_configs)
+        checkpointed_rows: list[_CheckpointedRow] = []
         for _ in _sampling(samples, interval_s, sleep):
             ts = now_ms()
             # checkpoints first, group offsets second: a commit racing the sample can only
@@ -900,6 +943,7 @@ def _collect_checkpoints(
             latest = dict(reader.latest)
             groups = sorted(assigned | {g for g, _, _ in latest})
             rows: list[PartitionSample] = []
+            checkpointed_rows = []
             for group in groups:
                 committed = source.committed_all(group)
                 if committed is None:
@@ -918,9 +962,22 @@ def _collect_checkpoints(
                             committed=None if checkpoint is None else checkpoint.upstream_offset,
                         )
                     )
+                    if checkpoint is not None:
+                        checkpointed_rows.append(_CheckpointedRow(tp, remote, offset, checkpoint))
             snapshot.samples.append(Sample(ts_ms=ts, partitions=rows))
         if reader.undecodable:
             snapshot.notes.append(f"checkpoints topic {topic}: {reader.undecodable} records are not checkpoints")
+        if checkpointed_rows:
+            # offset syncs third: a sync written since only moves the committed offset's target
+            # position closer to the truth
+            _collect_failover(
+                snapshot,
+                info.config,
+                internal_sep,
+                checkpointed_rows,
+                (source_bootstrap, source_client_config),
+                (target_bootstrap, target_client_config),
+            )
     finally:
         reader.close()
     if not any(s.partitions for s in snapshot.samples):
@@ -928,6 +985,61 @@ def _collect_checkpoints(
         snapshot.samples.clear()
         return
     snapshot.window_start_ms = snapshot.samples[0].ts_ms
+
+
+class _CheckpointedRow(NamedTuple):
+    """A checkpoint row of the last sample whose partition has a checkpoint."""
+
+    upstream: TopicPartition
+    remote: str
+    committed: int
+    checkpoint: Checkpoint
+
+
+def _collect_failover(
+    snapshot: Snapshot,
+    config: Mapping[str, str],
+    internal_sep: str,
+    rows: list[_CheckpointedRow],
+    source: tuple[str, Mapping[str, str] | None],
+    target: tuple[str, Mapping[str, str] | None],
+) -> None:
+    """What a consumer failing over now would read again, per checkpointed partition of the last
+    sample (``offset_syncs``): the offset syncs from where ``offset-syncs.topic.location`` says,
+    the remote partitions' log-ends from the target."""
+    try:
+        location = offset_syncs_location(config)
+    except ValueError as error:
+        snapshot.notes.append(f"failover re-reads not counted: {error}")
+        return
+    topic = offset_syncs_topic(config, internal_sep)
+    bootstrap, client_config = source if location == LOCATION_SOURCE else target
+    reader = _SyncReader(bootstrap, client_config, topic, snapshot.notes)
+    try:
+        if not reader.exists():
+            snapshot.notes.append(f"failover re-reads not counted: offset-syncs topic {topic} not found on {bootstrap}")
+            return
+        reader.read_to_end()
+    finally:
+        reader.close()
+    if reader.undecodable:
+        snapshot.notes.append(f"offset-syncs topic {topic}: {reader.undecodable} records are not offset syncs")
+    target_kafka = _Kafka(target[0], target[1], snapshot.notes, "target cluster")
+    remote = sorted({TopicPartition(r.remote, r.upstream.partition) for r in rows})
+    ends = target_kafka.list_offsets(remote, LATEST, "list_offsets(latest)") or {}
+    for row in rows:
+        end = ends.get(TopicPartition(row.remote, row.upstream.partition))
+        snapshot.failover.append(
+            failover_reread(
+                reader.log,
+                row=checkpoint_row(row.checkpoint.group, row.upstream.topic),
+                topic=row.upstream.topic,
+                partition=row.upstream.partition,
+                committed=row.committed,
+                checkpoint_downstream=row.checkpoint.downstream_offset,
+                target_end=None if end is None else end.offset,
+            )
+        )
 
 
 def _window_start(

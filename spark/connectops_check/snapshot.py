@@ -87,6 +87,23 @@ class WindowStartOffset:
     offset: int
 
 
+@dataclass(frozen=True, slots=True)
+class FailoverReread:
+    """What a consumer of a group failing over to the target now would read again on one
+    partition of a MirrorMaker 2 checkpoint row (``row`` as the lag rows name it).
+
+    ``target_offset`` is the group's latest checkpoint's downstream offset (where the consumer
+    starts on the target); ``target_position`` the target offset of the group's committed offset
+    on the source (where it had got to), capped at the target's log-end; ``reread`` the records
+    between. Both None when no offset sync translates the committed offset (``offset_syncs``)."""
+
+    row: str
+    partition: int
+    target_offset: int
+    target_position: int | None
+    reread: int | None
+
+
 @dataclass(slots=True)
 class Member:
     """A consumer that owns partitions: a consumer-group member, or a MirrorMaker 2 task.
@@ -156,6 +173,8 @@ class Snapshot:
     worker_version: str | None = None
     producer_overrides: dict[str, str] = field(default_factory=dict)
     scrapes: list[Scrape] = field(default_factory=list)
+    #: MirrorMaker 2 checkpoint rows at the last sample (empty for any other kind)
+    failover: list[FailoverReread] = field(default_factory=list)
     version: int = SNAPSHOT_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -198,6 +217,7 @@ class Snapshot:
             "worker_version": self.worker_version,
             "producer_overrides": dict(self.producer_overrides),
             "scrapes": [{"ts_ms": sc.ts_ms, "tasks": [figures_to_dict(t) for t in sc.tasks]} for sc in self.scrapes],
+            "failover": [[f.row, f.partition, f.target_offset, f.target_position, f.reread] for f in self.failover],
         }
 
     @classmethod
@@ -264,6 +284,17 @@ class Snapshot:
             scrapes=[
                 Scrape(ts_ms=int(sc["ts_ms"]), tasks=[figures_from_dict(t) for t in sc.get("tasks", [])])
                 for sc in data.get("scrapes", [])
+            ],
+            # absent from snapshots written before it was collected: nothing known
+            failover=[
+                FailoverReread(
+                    row=str(f[0]),
+                    partition=int(f[1]),
+                    target_offset=int(f[2]),
+                    target_position=_opt_int(f[3]),
+                    reread=_opt_int(f[4]),
+                )
+                for f in data.get("failover", [])
             ],
         )
 

@@ -241,9 +241,11 @@ def build(
         "settings": settings.as_json(),
         "producer": None,
         "loss": None,
+        "failover": None,
     }
     _task_reasons(snapshot, reasons)
     doc["loss"] = mirror_loss(snapshot, reasons)
+    doc["failover"] = failover_block(snapshot)
     doc["producer"] = producer_block(
         snapshot, settings.offset_flush_timeout_ms, settings.offset_flush_interval_ms, baseline or [], reasons.add
     )
@@ -367,6 +369,31 @@ def mirror_loss(snapshot: Snapshot, reasons: _Reasons) -> dict[str, Any] | None:
             + ")",
         )
     return {"total": total, "partitions": partitions}
+
+
+def failover_block(snapshot: Snapshot) -> dict[str, Any] | None:
+    """MirrorMaker 2 checkpoints: the records a consumer of each group failing over to the target
+    now would read again, per partition (``offset_syncs``): the checkpoint lag plus MM2's
+    translation rounding. ``total`` counts the partitions whose count is known, ``unknown`` the
+    others (no offset sync translates the committed offset). A fact of the last sample, as the
+    loss is; it judges nothing (the checkpoint lag does)."""
+    if snapshot.kind is not ConnectorKind.MIRROR_CHECKPOINT or not snapshot.failover:
+        return None
+    rows = sorted(snapshot.failover, key=lambda f: (f.row, f.partition))
+    return {
+        "total": sum(f.reread for f in rows if f.reread is not None),
+        "unknown": sum(1 for f in rows if f.reread is None),
+        "partitions": [
+            {
+                "topic": f.row,
+                "partition": f.partition,
+                "targetOffset": f.target_offset,
+                "targetPosition": f.target_position,
+                "reread": f.reread,
+            }
+            for f in rows
+        ],
+    }
 
 
 #: partitions named in the MIRROR_RECORDS_LOST message (the loss block lists them all)

@@ -70,6 +70,20 @@ def wait_for(check: Callable[[], Any], timeout: float = 60.0, what: str = "condi
     pytest.fail(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """After the last test in a row of those using MirrorMaker 2's shared servers, stop them
+    (tests/e2e/mm2_fixtures.py): an idle broker and worker do not outlive the modules using them."""
+    try:
+        yield
+    finally:
+        shared = sys.modules.get("tests.e2e.mm2_fixtures")
+        names = getattr(nextitem, "fixturenames", ())
+        uses = any(f in names for f in getattr(shared, "FIXTURES", ()))
+        if shared is not None and not uses:
+            shared.stop_idle()
+
+
 @pytest.fixture(scope="session")
 def crds(kube: KubeAPI, kube_client: Any) -> None:
     ext = kubernetes.client.ApiextensionsV1Api(kube_client)

@@ -1,9 +1,10 @@
 """GroupFailover on real MirrorMaker 2: consumer group G moves from cluster ``a`` to ``b``.
 
-Apache Kafka's own connect-mirror connectors (4.3.1) replicate ``orders-<run>`` from a broker of
-this module (``a``) to the session's broker (``b``, which also holds the Connect worker's topics),
-configured by Connector objects; a consumer of G on ``a`` reads part of the topic and commits;
-MM2 checkpoints G to ``b``. Then the failover, and a consumer of G on ``b`` reading
+Apache Kafka's own connect-mirror connectors (4.3.1) replicate ``orders-<run>`` from a second
+broker (``a``) to the session's broker (``b``, which also holds the Connect worker's topics),
+configured by Connector objects (both brokers and the worker are tests/e2e/mm2_fixtures.py's,
+shared with the other MM2 modules); a consumer of G on ``a`` reads part of the topic and
+commits; MM2 checkpoints G to ``b``. Then the failover, and a consumer of G on ``b`` reading
 ``a.orders-<run>`` from what it committed there; then the failback to ``a``, translated through
 the a -> b flow's offset syncs read in reverse (no b -> a flow: under the default replication
 policy a b -> a flow never mirrors ``a.orders-<run>`` back, so it has no syncs of it).
@@ -22,58 +23,23 @@ from __future__ import annotations
 import json
 import threading
 import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from confluent_kafka import Consumer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 
-from tests.e2e.conftest import ConnectREST, K8s, connect_cluster_spec, wait_for
+from tests.e2e.conftest import K8s, wait_for
+from tests.e2e.mm2_fixtures import COMMITTED, UPSTREAM, cluster_a, mm2_worker, start_flow
 from tests.e2e.test_plan import _object, _plan
-from tests.env.mm2 import (
-    MIRROR_CHECKPOINT,
-    MIRROR_HEARTBEAT,
-    MIRROR_SOURCE,
-    OffsetSync,
-    checkpoints,
-    consume_and_commit,
-    group_offsets,
-    mirror_configs,
-    offset_syncs,
-    read_records,
-    translate_downstream,
-)
-from tests.env.records import batching_producer
-from tests.env.servers import ConnectFactory, ConnectWorker, KafkaBroker
+from tests.env.mm2 import OffsetSync, group_offsets, translate_downstream
+from tests.env.servers import ConnectWorker, KafkaBroker
 
 pytestmark = pytest.mark.timeout(300)
+__all__ = ["cluster_a", "mm2_worker"]  # the shared MM2 fixtures (tests/e2e/mm2_fixtures.py)
 
-UPSTREAM = {0: 10, 1: 6}
-#: what G read and committed on ``a``, per partition
-COMMITTED = {0: 6, 1: 4}
-ROLES = {"source": MIRROR_SOURCE, "checkpoint": MIRROR_CHECKPOINT, "heartbeat": MIRROR_HEARTBEAT}
 ALLOWLIST_ENV = "CONNECTOPS_FAILOVER_GROUPS"
-
-
-@pytest.fixture(scope="module")
-def cluster_a(testenv_root: Path) -> Iterator[KafkaBroker]:
-    broker = KafkaBroker(testenv_root, name="failover-cluster-a")
-    broker.start()
-    yield broker
-    broker.stop()
-
-
-@pytest.fixture(scope="module")
-def mm2_worker(connect_factory: ConnectFactory) -> Iterator[ConnectWorker]:
-    worker = connect_factory("failover")
-    plugins = {p["class"] for p in httpx.get(f"{worker.url}/connector-plugins", timeout=30).json()}
-    assert set(ROLES.values()) <= plugins, plugins
-    yield worker
-    worker.stop()
 
 
 def cluster_access(broker: KafkaBroker) -> dict[str, Any]:
@@ -90,68 +56,6 @@ def failover(k8s: K8s, name: str, spec: dict[str, Any], timeout: float = 90) -> 
 
     result: dict[str, Any] = wait_for(phase, timeout, f"GroupFailover {name} finished")
     return result
-
-
-def start_flow(
-    k8s: K8s, a: KafkaBroker, b: KafkaBroker, worker: ConnectWorker, *, groups: list[str], sync: bool
-) -> dict[str, Any]:
-    """The topic on ``a``, ``groups`` (``{run}`` filled in) each reading COMMITTED of it and
-    committing, then the three connectors (MM2 lists groups when its checkpoint connector starts:
-    refresh.groups.interval.seconds is 600 s). ``groups[0]`` is the only one MM2 checkpoints."""
-    run = uuid.uuid4().hex[:6]
-    topic = f"orders-{run}"
-    source_alias, target_alias = f"a{run}", f"b{run}"
-    admin = AdminClient(a.admin_config())
-    for future in admin.create_topics([NewTopic(topic, len(UPSTREAM), 1)]).values():
-        future.result(timeout=15)
-    a.wait_for_leaders(topic, len(UPSTREAM))
-    produced = {p: [f"p{p}-{i}".encode() for i in range(n)] for p, n in UPSTREAM.items()}
-    producer = batching_producer(a.bootstrap)
-    for p, values in produced.items():
-        for value in values:
-            producer.produce(topic, key=value, value=value, partition=p)
-    assert producer.flush(15) == 0
-    read = {
-        g.replace("{run}", run): consume_and_commit(a.bootstrap, g.replace("{run}", run), topic, COMMITTED)
-        for g in groups
-    }
-    configs = mirror_configs(
-        source_alias=source_alias,
-        target_alias=target_alias,
-        source_bootstrap=a.bootstrap,
-        target_bootstrap=b.bootstrap,
-        topics=topic,
-        groups=groups[0].replace("{run}", run),
-    )
-    configs["checkpoint"]["sync.group.offsets.enabled"] = "true" if sync else "false"
-    if sync:
-        # MM2's own sync would write the group's offsets on b within a second of its first
-        # checkpoint, and the refusal's test reads b to prove that the operator wrote nothing: MM2
-        # keeps the setting (what the operator refuses on) but does not sync within the test
-        configs["checkpoint"]["sync.group.offsets.interval.seconds"] = "3600"
-    names = {role: f"mm2-{role}-{run}" for role in ROLES}
-    k8s.create("connectclusters", "mm2", connect_cluster_spec(worker), "ConnectCluster")
-    k8s.wait_condition("connectclusters", "mm2", "Ready", "True")
-    for role, name in names.items():
-        spec = {
-            "clusterRef": {"name": "mm2"},
-            "class": ROLES[role],
-            "tasksMax": 1,
-            "config": configs[role],
-            "check": {"enabled": False},
-        }
-        k8s.create("connectors", name, spec, "Connector")
-    return {
-        "run": run,
-        "topic": topic,
-        "remote": f"{source_alias}.{topic}",
-        "source_alias": source_alias,
-        "target_alias": target_alias,
-        "names": names,
-        "produced": produced,
-        "read": read,
-        "rest": ConnectREST(worker),
-    }
 
 
 class Member:
@@ -229,35 +133,27 @@ def test_failover_and_failback_move_the_group_with_no_record_lost_and_the_planne
     ``b``, and a consumer of G on ``a`` reading the rest; the restore of G's previous offsets on
     ``b``."""
     a, b = cluster_a, kafka
-    flow = start_flow(k8s, a, b, mm2_worker, groups=["app-{run}", "other-{run}"], sync=False)
-    run, topic, remote = flow["run"], flow["topic"], flow["remote"]
-    group, unchecked = f"app-{run}", f"other-{run}"
+    # MM2's group sync off: it would overwrite the failover (the second test shows it refused)
+    flow = start_flow(k8s, a, b, mm2_worker, groups=["app-{run}", "other-{run}"], group_sync=False)
+    run, topic, remote = flow.run, flow.topic, flow.remote
+    group, unchecked = flow.group, f"other-{run}"
     monkeypatch.setenv(ALLOWLIST_ENV, json.dumps({k8s.ns: ["app-*", unchecked]}))
-    read_on_a = flow["read"][group]
-    for name in flow["names"].values():
-        k8s.wait_condition("connectors", name, "Ready", "True", timeout=120)
-    ends = dict(UPSTREAM)
-    wait_for(
-        lambda: {p: len([r for r in read_records(b.bootstrap, remote) if r.partition == p]) for p in UPSTREAM} == ends,
-        90,
-        "the topic mirrored to b",
-    )
-    checkpoints_topic = f"{flow['source_alias']}.checkpoints.internal"
-    syncs_topic = f"mm2-offset-syncs.{flow['target_alias']}.internal"  # on a: offset-syncs.topic.location=source
+    read_on_a = flow.read[group]
+    ends = dict(UPSTREAM)  # start_flow waited for every record on b
 
     def checkpointed() -> bool:
-        cps = checkpoints(b.bootstrap, checkpoints_topic, group)
+        cps = flow.checkpoints()
         return set(cps) == set(UPSTREAM) and all(cps[p][-1].upstream == COMMITTED[p] for p in UPSTREAM)
 
     wait_for(checkpointed, 60, "a checkpoint of G at its committed offset for each partition")
-    cps = {p: c[-1] for p, c in checkpoints(b.bootstrap, checkpoints_topic, group).items()}
-    syncs = offset_syncs(a.bootstrap, syncs_topic, topic)
+    cps = {p: c[-1] for p, c in flow.checkpoints().items()}
+    syncs = flow.syncs()  # on a: offset-syncs.topic.location=source
     for p, cp in cps.items():
         assert cp.downstream == translate_downstream(syncs[p], COMMITTED[p])
     spec = {
         "group": group,
         "clusterRef": {"name": "mm2"},
-        "checkpointConnector": flow["names"]["checkpoint"],
+        "checkpointConnector": flow.names["checkpoint"],
         "sourceCluster": cluster_access(a),
         "targetCluster": cluster_access(b),
     }
@@ -330,7 +226,7 @@ def test_failover_and_failback_move_the_group_with_no_record_lost_and_the_planne
     assert status["written"] == 2
     assert group_offsets(b.bootstrap, group, remote, 2) == {p: cp.downstream for p, cp in cps.items()}
     read_on_b = read_rest_as_group(b.bootstrap, group, remote, ends)
-    for p, values in flow["produced"].items():
+    for p, values in flow.produced.items():
         # no record lost: what was read on a and on b together is every record, in order
         seen = read_on_a[p] + read_on_b[p]
         assert set(seen) == set(values), p
@@ -345,14 +241,14 @@ def test_failover_and_failback_move_the_group_with_no_record_lost_and_the_planne
     # offset syncs read in reverse, exactly (no record read twice)
     on_b = {0: 8, 1: 5}
     admin_b.alter_consumer_group_offsets([_group_request(group, remote, on_b)])[group].result(timeout=30)
-    syncs = offset_syncs(a.bootstrap, syncs_topic, topic)
+    syncs = flow.syncs()
     back_on_a = {p: _upstream_of(syncs[p], d) for p, d in on_b.items()}
     status = failover(k8s, "back", {**spec, "action": "failback"})
     assert status["phase"] == "Succeeded", status
     assert status["plan"]["rereadTotal"] == 0
     assert group_offsets(a.bootstrap, group, topic, 2) == back_on_a
     read_again_on_a = read_rest_as_group(a.bootstrap, group, topic, ends)
-    for p, values in flow["produced"].items():
+    for p, values in flow.produced.items():
         processed_on_b = read_on_b[p][: len(read_on_b[p]) - (ends[p] - on_b[p])]
         assert set(read_again_on_a[p]) & set(processed_on_b) == set(), p
         assert values[: back_on_a[p]] + read_again_on_a[p] == values, p
@@ -390,11 +286,11 @@ def test_failover_refused_while_mm2_syncs_the_group_itself(
 ) -> None:
     """With sync.group.offsets.enabled and G within the checkpoint connector's groups, MM2 would
     overwrite G's offsets on b: refused, naming the connector, with nothing written."""
-    flow = start_flow(k8s, cluster_a, kafka, mm2_worker, groups=["app-{run}"], sync=True)
-    group = f"app-{flow['run']}"
+    flow = start_flow(k8s, cluster_a, kafka, mm2_worker, group_sync=True, wait=False)
+    group = flow.group
     monkeypatch.setenv(ALLOWLIST_ENV, json.dumps({k8s.ns: [group]}))
-    checkpoint = flow["names"]["checkpoint"]
-    wait_for(lambda: flow["rest"].exists(checkpoint), 60, "the checkpoint connector on Connect")
+    checkpoint = flow.names["checkpoint"]
+    wait_for(lambda: flow.rest.exists(checkpoint), 60, "the checkpoint connector on Connect")
     status = failover(
         k8s,
         "synced",
@@ -409,4 +305,4 @@ def test_failover_refused_while_mm2_syncs_the_group_itself(
     assert status["phase"] == "Refused"
     assert f"sync.group.offsets.enabled on {checkpoint}" in status["message"]
     assert not status.get("backup")
-    assert group_offsets(kafka.bootstrap, group, flow["remote"], 2) == {}
+    assert group_offsets(kafka.bootstrap, group, flow.remote, 2) == {}

@@ -2,8 +2,8 @@
 passing what MM2 has replicated, DeleteRecords while MM2 is stopped; a source topic deleted and
 re-created), replication lag and checkpoint lag.
 
-The flows are test_offset_reset_mm2's (its fixtures: source cluster ``a``, the target ``b``, a
-worker with Apache Kafka's connect-mirror, three Connector objects). Every figure is computed
+The flows are tests/e2e/mm2_fixtures.py's (source cluster ``a``, the target ``b``, a worker
+with Apache Kafka's connect-mirror, three Connector objects). Every figure is computed
 here independently, by record content or from the clusters: lost records are what was produced
 to ``a`` against what arrived on ``b`` after MM2 resumed; replication lag is the source's
 log-end (read record by record) minus the records on the target; checkpoint lag is the group's
@@ -16,11 +16,8 @@ collection against the stopped connector), must say the same.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -31,33 +28,15 @@ from connectops_check.collect import collect_snapshot
 from connectops_check.job import run_check
 from connectops_check.verdict import Settings
 from tests.e2e.conftest import K8s, wait_for
-from tests.e2e.test_offset_reset_mm2 import COMMITTED, ROLES, UPSTREAM, Flow, start_flow
+from tests.e2e.mm2_fixtures import COMMITTED, UPSTREAM, Flow, cluster_a, mm2_worker, start_flow
 from tests.env.mm2 import checkpoints, consume_and_commit, group_offsets, read_records, values_by_partition
 from tests.env.records import batching_producer
-from tests.env.servers import ConnectFactory, ConnectWorker, KafkaBroker
+from tests.env.servers import KafkaBroker
 from tests.spark.conftest import spark
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.spark]
-__all__ = ["spark"]  # the Spark tests' session fixture, imported to be shared
-
-
-# test_offset_reset_mm2's two fixtures again, under names of their own: the same names in one
-# session would start a second broker in the first one's directory
-@pytest.fixture(scope="module")
-def cluster_a(testenv_root: Path) -> Iterator[KafkaBroker]:
-    broker = KafkaBroker(testenv_root, name="mm2-check-a")
-    broker.start()
-    yield broker
-    broker.stop()
-
-
-@pytest.fixture(scope="module")
-def mm2_worker(connect_factory: ConnectFactory) -> Iterator[ConnectWorker]:
-    worker = connect_factory("mm2-check")
-    plugins = {p["class"] for p in httpx.get(f"{worker.url}/connector-plugins", timeout=30).json()}
-    assert set(ROLES.values()) <= plugins, plugins
-    yield worker
-    worker.stop()
+# the Spark tests' session fixture and the shared MM2 fixtures (tests/e2e/mm2_fixtures.py)
+__all__ = ["cluster_a", "mm2_worker", "spark"]
 
 
 CONDITION = "MirrorComplete"
@@ -252,7 +231,8 @@ def test_mm2_replication_and_checkpoint_lag_equal_the_hand_computation(
     the target. Checkpoint lag per group = its committed offset on ``a`` - its latest
     checkpoint's upstream offset; a consumer failing over now starts at the checkpoint's
     DOWNSTREAM offset, which MM2 rounds down to one past the last offset sync before it: it reads
-    again the checkpoint lag plus that rounding (upstream - downstream), counted here by content."""
+    again the checkpoint lag plus that rounding (upstream - downstream), counted here by content
+    on b, and the check's failover block (from the offset syncs it reads) says the same."""
     flow = start_flow(k8s, cluster_a, kafka, mm2_worker)
     source, checkpoint = flow.names["source"], flow.names["checkpoint"]
     set_state(k8s, flow, "stopped")
@@ -291,10 +271,27 @@ def test_mm2_replication_and_checkpoint_lag_equal_the_hand_computation(
     row = f"{flow.group}:{flow.topic}"
     assert job_lags(doc) == {(row, p): lag for p, lag in hand.items()}
     # failing over now: a consumer of the group on b starts at the checkpoint's downstream offset;
-    # what it reads that the group had already processed on a, by content
-    on_b = flow.target_values()
+    # what it reads that the group had already processed on a, by content (the records on b at
+    # or after that offset, as b numbers them)
+    on_b = read_records(kafka.bootstrap, flow.remote)
     processed = {p: set(on_a[p][: committed[p]]) for p in UPSTREAM}
-    again = {p: sum(1 for v in on_b[p][latest[p].downstream :] if v in processed[p]) for p in UPSTREAM}
+    again = {
+        p: sum(1 for r in on_b if r.partition == p and r.offset >= latest[p].downstream and r.value in processed[p])
+        for p in UPSTREAM
+    }
     rounding = {p: latest[p].upstream - latest[p].downstream for p in UPSTREAM}
     assert again == {p: hand[p] + rounding[p] for p in UPSTREAM}, (again, hand, rounding)
+    assert all(rounding[p] > 0 for p in UPSTREAM)  # the scenario held: the lag alone undercounts
+    # the job reads the offset syncs itself and counts exactly those records
+    assert doc["failover"]["partitions"] == [
+        {
+            "topic": row,
+            "partition": p,
+            "targetOffset": latest[p].downstream,
+            "targetPosition": latest[p].downstream + again[p],
+            "reread": again[p],
+        }
+        for p in sorted(UPSTREAM)
+    ]
+    assert (doc["failover"]["total"], doc["failover"]["unknown"]) == (sum(again.values()), 0)
     set_state(k8s, flow, "running", role="checkpoint")

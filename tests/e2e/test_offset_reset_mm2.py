@@ -1,12 +1,12 @@
 """MirrorMaker 2 resets on real MirrorMaker 2: Apache Kafka's own connect-mirror connectors between
 two real clusters, configured through the operator's Connector objects.
 
-Source cluster ``a`` is a second Apache Kafka broker started for this module; target cluster
-``b`` is the session's broker, which also holds the Connect worker's topics (MM2 runs on the
-target side, as recommended). Each test builds its own flow (its own aliases, so its own
-offset-syncs topic): a topic on ``a`` with a known number of records per partition, replicated
-to ``<alias>.<topic>`` on ``b``; a consumer group on ``a`` that read part of it, checkpointed to
-``b`` (and, with ``sync.group.offsets.enabled``, its translated offsets written to ``b``'s group).
+Source cluster ``a``, target cluster ``b`` (the session's broker) and the MM2 worker are
+tests/e2e/mm2_fixtures.py's, shared with the other MM2 modules. Each test builds its own flow
+(its own aliases, so its own offset-syncs topic): a topic on ``a`` with a known number of
+records per partition, replicated to ``<alias>.<topic>`` on ``b``; a consumer group on ``a``
+that read part of it, checkpointed to ``b`` (and, with ``sync.group.offsets.enabled``, its
+translated offsets written to ``b``'s group).
 
 Truth is read from the clusters and the worker, never from the reset's status: the target
 topic's records (what was replicated again, counted and compared per partition), Connect's
@@ -18,229 +18,26 @@ checkpoints topics decoded here (tests/env/mm2.py). Which MM2 intervals are shor
 from __future__ import annotations
 
 import itertools
-import json
 import time
-import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
-import httpx
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 
-from tests.e2e.conftest import ConnectREST, K8s, connect_cluster_spec, wait_for
+from tests.e2e.conftest import K8s, connect_cluster_spec, wait_for
+from tests.e2e.mm2_fixtures import COMMITTED, ROLES, UPSTREAM, Flow, cluster_a, mm2_worker, start_flow
 from tests.e2e.test_offset_reset_e2e import backup_doc, reset
 from tests.env.mm2 import (
-    MIRROR_CHECKPOINT,
-    MIRROR_HEARTBEAT,
     MIRROR_SOURCE,
     Checkpoint,
     OffsetSync,
-    checkpoints,
-    consume_and_commit,
     group_offsets,
-    mirror_configs,
-    offset_syncs,
-    read_records,
     topic_config,
     translate_downstream,
-    values_by_partition,
 )
-from tests.env.records import batching_producer
-from tests.env.servers import ConnectFactory, ConnectWorker, KafkaBroker
+from tests.env.servers import ConnectWorker, KafkaBroker
 
 pytestmark = pytest.mark.timeout(300)
-
-#: records produced per partition of the source topic (unequal, so a count per partition shows
-#: which partition was replicated again)
-UPSTREAM = {0: 10, 1: 6}
-#: what the consumer group on ``a`` read and committed, per partition
-COMMITTED = {0: 6, 1: 4}
-ROLES = {"source": MIRROR_SOURCE, "checkpoint": MIRROR_CHECKPOINT, "heartbeat": MIRROR_HEARTBEAT}
-
-
-@pytest.fixture(scope="module")
-def cluster_a(testenv_root: Path) -> Iterator[KafkaBroker]:
-    """The source cluster: a broker of its own (its own cluster id), for this module only."""
-    broker = KafkaBroker(testenv_root, name="mm2-cluster-a")
-    broker.start()
-    yield broker
-    broker.stop()
-
-
-@pytest.fixture(scope="module")
-def mm2_worker(connect_factory: ConnectFactory) -> Iterator[ConnectWorker]:
-    """A Connect worker group of its own on the target cluster, with Kafka's own libs (and so
-    connect-mirror) on its classpath: other tests' connectors are not in its listing, which the
-    reset searches for other flows sharing an offset-syncs topic."""
-    worker = connect_factory("mm2")
-    plugins = {p["class"] for p in httpx.get(f"{worker.url}/connector-plugins", timeout=30).json()}
-    assert set(ROLES.values()) <= plugins, plugins
-    yield worker
-    worker.stop()  # an idle JVM, and its fetches on both brokers, for the rest of the session otherwise
-
-
-@dataclass
-class Flow:
-    """One MM2 flow a -> b: three connectors managed by Connector objects, and what it mirrored."""
-
-    run: str
-    a: KafkaBroker
-    b: KafkaBroker
-    worker: ConnectWorker
-    rest: ConnectREST
-    location: str
-    source_alias: str
-    target_alias: str
-    topic: str
-    group: str
-    names: dict[str, str]
-    configs: dict[str, dict[str, str]]
-    produced: dict[int, list[bytes]] = field(default_factory=dict)
-
-    @property
-    def remote(self) -> str:
-        return f"{self.source_alias}.{self.topic}"
-
-    @property
-    def syncs_topic(self) -> str:
-        # MM2's name, independently of the operator: the alias of the OTHER cluster than the one
-        # holding it (MirrorConnectorConfig.offsetSyncsTopic)
-        other = self.target_alias if self.location == "source" else self.source_alias
-        return f"mm2-offset-syncs.{other}.internal"
-
-    @property
-    def syncs_cluster(self) -> KafkaBroker:
-        return self.a if self.location == "source" else self.b
-
-    @property
-    def checkpoints_topic(self) -> str:
-        return f"{self.source_alias}.checkpoints.internal"
-
-    def syncs(self) -> dict[int, list[OffsetSync]]:
-        return offset_syncs(self.syncs_cluster.bootstrap, self.syncs_topic, self.topic)
-
-    def checkpoints(self) -> dict[int, list[Checkpoint]]:
-        return checkpoints(self.b.bootstrap, self.checkpoints_topic, self.group)
-
-    def target_values(self) -> dict[int, list[bytes]]:
-        return values_by_partition(read_records(self.b.bootstrap, self.remote))
-
-    def target_counts(self) -> dict[int, int]:
-        return {p: len(v) for p, v in self.target_values().items()}
-
-    def offsets(self, role: str) -> list[dict[str, Any]]:
-        response = self.rest.http.get(self.rest.path(self.names[role]) + "/offsets", timeout=30)
-        response.raise_for_status()
-        # Connect 4.3 can list a partition just reset as "offset": null for a moment: none
-        result: list[dict[str, Any]] = [e for e in response.json()["offsets"] if e["offset"] is not None]
-        return result
-
-    def source_offsets(self) -> dict[tuple[str, int], int]:
-        """MirrorSourceConnector's stored offsets: (cluster alias, partition) -> last replicated."""
-        return {
-            (e["partition"]["cluster"], e["partition"]["partition"]): e["offset"]["offset"]
-            for e in self.offsets("source")
-        }
-
-    def checkpoint_partitions(self) -> set[int]:
-        return {e["partition"]["partition"] for e in self.offsets("checkpoint")}
-
-    def offsets_log(self) -> dict[str, list[Any]]:
-        """Every value written to the worker's offsets topic for this flow's connectors, by key
-        (the JSON text of ``[connector, partition]``, keys sorted), in log order: a reset shows
-        as a null (a tombstone) between the values before and after."""
-        log: dict[str, list[Any]] = {}
-        wanted = set(self.names.values())
-        for record in read_records(self.b.bootstrap, self.worker.offset_topic):
-            key = json.loads(record.key or b"null")
-            if isinstance(key, list) and len(key) == 2 and key[0] in wanted:
-                text = json.dumps(key, sort_keys=True)
-                log.setdefault(text, []).append(None if record.value is None else json.loads(record.value))
-        return log
-
-    def key(self, role: str, partition: dict[str, Any]) -> str:
-        return json.dumps([self.names[role], partition], sort_keys=True)
-
-    def block(self, **extra: Any) -> dict[str, Any]:
-        """The OffsetReset's mirrorMaker2 block for this flow."""
-        return {
-            "sourceConnector": self.names["source"],
-            "checkpointConnector": self.names["checkpoint"],
-            "heartbeatConnector": self.names["heartbeat"],
-            "sourceAlias": self.source_alias,
-            "targetAlias": self.target_alias,
-            "offsetSyncsTopicLocation": self.location,
-            "sourceCluster": {"bootstrapServers": self.a.bootstrap},
-            "targetCluster": {"bootstrapServers": self.b.bootstrap},
-            **extra,
-        }
-
-
-def start_flow(
-    k8s: K8s,
-    a: KafkaBroker,
-    b: KafkaBroker,
-    worker: ConnectWorker,
-    *,
-    location: str = "source",
-    short_intervals: bool = True,
-) -> Flow:
-    """Records on ``a``, the group's commit on ``a``, then the three connectors (Connector
-    objects); returns once everything was mirrored and, with short intervals, checkpointed."""
-    run = uuid.uuid4().hex[:6]
-    topic, group = f"orders-{run}", f"app-{run}"
-    source_alias, target_alias = f"a-{run}", f"b-{run}"
-    admin = AdminClient(a.admin_config())
-    for future in admin.create_topics([NewTopic(topic, len(UPSTREAM), 1)]).values():
-        future.result(timeout=15)
-    a.wait_for_leaders(topic, len(UPSTREAM))
-    produced = {p: [f"p{p}-{i}".encode() for i in range(n)] for p, n in UPSTREAM.items()}
-    producer = batching_producer(a.bootstrap)
-    for p, values in produced.items():
-        for value in values:
-            producer.produce(topic, key=value, value=value, partition=p)
-    assert producer.flush(15) == 0
-    read = consume_and_commit(a.bootstrap, group, topic, COMMITTED)
-    assert read == {p: produced[p][:n] for p, n in COMMITTED.items()}
-
-    configs = mirror_configs(
-        source_alias=source_alias,
-        target_alias=target_alias,
-        source_bootstrap=a.bootstrap,
-        target_bootstrap=b.bootstrap,
-        topics=topic,
-        groups=group,
-        location=location,
-        short_intervals=short_intervals,
-    )
-    names = {role: f"mm2-{role}-{run}" for role in ROLES}
-    if not k8s.exists("connectclusters", "mm2"):
-        k8s.create("connectclusters", "mm2", connect_cluster_spec(worker), "ConnectCluster")
-        k8s.wait_condition("connectclusters", "mm2", "Ready", "True")
-    for role, name in names.items():
-        spec = {
-            "clusterRef": {"name": "mm2"},
-            "class": ROLES[role],
-            "tasksMax": 1,
-            "config": configs[role],
-            "check": {"enabled": False},
-        }
-        k8s.create("connectors", name, spec, "Connector")
-    rest = ConnectREST(worker)
-    flow = Flow(run, a, b, worker, rest, location, source_alias, target_alias, topic, group, names, configs, produced)
-    for name in names.values():
-        k8s.wait_condition("connectors", name, "Ready", "True", timeout=120)
-    wait_for(lambda: flow.target_values() == produced, 90, "the topic mirrored to b")
-    last = {(source_alias, p): n - 1 for p, n in UPSTREAM.items()}
-    wait_for(lambda: flow.source_offsets() == last, 60, "MirrorSourceConnector's offsets committed")
-    wait_for(lambda: flow.offsets("heartbeat"), 60, "MirrorHeartbeatConnector's offsets committed")
-    if short_intervals:
-        wait_for(lambda: set(flow.checkpoints()) == set(UPSTREAM), 60, "a checkpoint for each partition")
-        wait_for(lambda: flow.checkpoint_partitions() == set(UPSTREAM), 60, "MirrorCheckpointConnector's offsets")
-    return flow
+__all__ = ["cluster_a", "mm2_worker"]  # the shared MM2 fixtures (tests/e2e/mm2_fixtures.py)
 
 
 @pytest.fixture

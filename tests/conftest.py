@@ -72,6 +72,9 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 #: the next whole file when it is free, so a long file left for the end runs alone while the
 #: other workers idle (CI53 ended on the 109 s rotation smoke, alone for 2 minutes).
 SLOW_FIRST = (
+    # first: on a cold cache its fixture builds kube-apiserver 1.30 (~10 min on 2 idle cores)
+    # while the other workers run the rest; warm, 20 s
+    "tests/e2e/test_kube_oldest.py",
     "tests/helm/test_rbac_proof.py",  # 310
     "tests/e2e/test_offset_reset_mm2.py",  # 140 alone (two clusters, real MirrorMaker 2)
     "tests/e2e/test_debezium_postgres.py",  # 90 alone (PostgreSQL, its own worker)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import types
 
 import pytest
 
@@ -18,7 +19,9 @@ def _waits(monkeypatch: pytest.MonkeyPatch, make: Backoff, n: int) -> list[float
     async def sleep(seconds: float) -> None:
         asked.append(seconds)
 
-    monkeypatch.setattr(backoff.asyncio, "sleep", sleep)
+    # backoff's own reference only: the asyncio module's sleep is every thread's (a session's
+    # background loop sleeping meanwhile would be recorded here, and would not sleep)
+    monkeypatch.setattr(backoff, "asyncio", types.SimpleNamespace(sleep=sleep))
 
     async def scenario() -> None:
         for _ in range(n):

@@ -17,9 +17,10 @@ class Backoff:
         runs, and still backs off from one that is stuck)."""
         self._next = first
         self._cap = cap
-        self._hold_until = time.monotonic() + hold
+        # no hold: no clock read at all (the waits double whatever a clock says)
+        self._hold_until = time.monotonic() + hold if hold > 0 else None
 
     async def wait(self) -> None:
         await asyncio.sleep(self._next)
-        if time.monotonic() >= self._hold_until:
+        if self._hold_until is None or time.monotonic() >= self._hold_until:
             self._next = min(self._next * 2, self._cap)

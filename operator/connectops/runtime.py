@@ -88,15 +88,7 @@ class Runtime:
         self.resets = OffsetResetExecutor(self.kube, self.clusters, settings, checks=self.checks)
         self.locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         #: every Connector's claim, body and cluster; who reads which Secret (connectops.indexes)
-        self.indexes = Indexes(
-            connector_claims,
-            connectors_by_cluster,
-            connector_secrets,
-            cluster_secrets,
-            RESYNC_PARTS,
-            connector_asks,
-            connector_renames,
-        )
+        self.indexes = connector_indexes()
         #: at most PERIODIC_CONCURRENCY Connector resyncs at work at once: a thousand in flight
         #: share the one event loop with a user's change, which then waits a whole round of them
         #: at every await (the apply benchmark's p99 at 1,000 Connectors was 7-9 s)
@@ -157,6 +149,19 @@ class Runtime:
             task.cancel()
         await self.clusters.aclose()
         self.trimmer.cancel()
+
+
+def connector_indexes() -> Indexes:
+    """The indexes the watch keeps, by this module's keys (one place: the tests build theirs here)."""
+    return Indexes(
+        connector_claims,
+        connectors_by_cluster,
+        connector_secrets,
+        cluster_secrets,
+        RESYNC_PARTS,
+        connector_asks,
+        connector_renames,
+    )
 
 
 async def seed_claims(rt: Runtime, settings: Settings) -> int:

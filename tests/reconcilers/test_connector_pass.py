@@ -16,19 +16,10 @@ from prometheus_client import REGISTRY
 from connectops.adapters.kube import KubeClient
 from connectops.concurrency.queues import Later
 from connectops.concurrency.slots import KeyedSlots
-from connectops.indexes import Indexes
 from connectops.object_metrics import OBJECTS
 from connectops.reconcilers.common import EmitEvent
 from connectops.reconcilers.connector_pass import ConnectorPass, Trigger
-from connectops.runtime import (
-    RESYNC_PARTS,
-    cluster_secrets,
-    connector_asks,
-    connector_claims,
-    connector_renames,
-    connector_secrets,
-    connectors_by_cluster,
-)
+from connectops.runtime import connector_indexes
 from tests.doubles.connect import FILE_SOURCE
 from tests.reconcilers.world import CLUSTER, NAMESPACE, Event, World, make_world
 
@@ -41,15 +32,7 @@ class Rig:
     def __init__(self, world: World, *, periodic_slots: int = 8) -> None:
         self.world = world
         self.kube = world.kube
-        self.indexes = Indexes(
-            connector_claims,
-            connectors_by_cluster,
-            connector_secrets,
-            cluster_secrets,
-            RESYNC_PARTS,
-            connector_asks,
-            connector_renames,
-        )
+        self.indexes = connector_indexes()
         self.locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self.periodic_slots = asyncio.Semaphore(periodic_slots)
         self.events: list[Event] = []

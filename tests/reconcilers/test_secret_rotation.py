@@ -18,7 +18,6 @@ import pytest
 from connectops.adapters.connect_rest import ConnectApi
 from connectops.adapters.kube import KubeClient
 from connectops.concurrency.slots import KeyedSlots
-from connectops.indexes import Indexes
 from connectops.planning.secrets import (
     CONNECT_CLUSTER,
     CONNECTOR,
@@ -34,14 +33,7 @@ from connectops.reconcilers.connect_cluster import ConnectClusterReconciler
 from connectops.reconcilers.connector import ConnectorReconciler
 from connectops.reconcilers.connector_pass import ConnectorPass, Trigger
 from connectops.reconcilers.secret_rotation import SecretRotation
-from connectops.runtime import (
-    RESYNC_PARTS,
-    cluster_secrets,
-    connector_asks,
-    connector_claims,
-    connector_secrets,
-    connectors_by_cluster,
-)
+from connectops.runtime import connector_indexes
 from tests.doubles.connect import FILE_SOURCE, Call, FakeConnect
 from tests.doubles.kube import FakeKube
 from tests.reconcilers.world import CLUSTER, NAMESPACE, URL, Event, settings
@@ -132,9 +124,7 @@ def rig(cluster_spec: dict[str, Any] | None = None) -> Rig:
     locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
     r = Rig(kube, connect, cast(SecretRotation, None), connectors, clusters, built)
     # the Runtime's own pass (connectops.runtime): the rotation reconciles a Connector through it
-    indexes = Indexes(
-        connector_claims, connectors_by_cluster, connector_secrets, cluster_secrets, RESYNC_PARTS, connector_asks
-    )
+    indexes = connector_indexes()
     passes = ConnectorPass(
         real_kube,
         connectors,

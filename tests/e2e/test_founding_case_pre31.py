@@ -33,7 +33,12 @@ import httpx
 import pytest
 
 from tests.e2e.conftest import K8s, wait_for
-from tests.e2e.test_producer_pressure_cr import check_application, producer_metrics_restart, verdict_of
+from tests.e2e.test_producer_pressure_cr import (
+    check_application,
+    flood_diagnosed,
+    producer_metrics_restart,
+    verdict_of,
+)
 from tests.env.connect_versions import CONNECT_30, connect_libs, expected_sums, mismatched
 from tests.env.pressure import KAFKA_DEFAULT_BATCH_SIZE, SEED_BATCH_SIZE, PressureEnv
 from tests.env.servers import KubeAPI, MissingTestEnvError, ServerStartError
@@ -42,7 +47,6 @@ from tests.env.spark.harness import FakeSparkOperator
 
 pytestmark = pytest.mark.e2e
 
-FLOOD = "io.connectops.testplugins.FloodSourceConnector"
 LATENCY_MS = 40.0
 #: 2 MB/s offered: at 16 KiB per request and 40 ms per round trip the producer delivers ~400/s;
 #: at 327680 up to ~8,000/s, so the cure holds on a loaded machine (see test_producer_pressure_env).
@@ -131,26 +135,8 @@ def test_founding_case_on_a_pre_31_worker(
     )
     k8s.wait_condition("connectclusters", "pressure", "Ready", "True")
     assert k8s.get("connectclusters", "pressure")["status"]["workerVersion"] == CONNECT_30
-    config = {
-        k: v
-        for k, v in pressure.flood_config(topic, rate=RATE, record_bytes=RECORD_BYTES).items()
-        if k not in ("connector.class", "tasks.max")
-    }
     with FakeSparkOperator(kube_client, k8s.ns, kubeconfig_path=kube.kubeconfig_path, log_dir=tmp_path / "spark") as h:
-        k8s.create(
-            "connectors",
-            "flood",
-            {
-                "clusterRef": {"name": "pressure"},
-                "class": FLOOD,
-                "tasksMax": 1,
-                "config": config,
-                "check": {"samples": 6, "intervalSeconds": 2},
-            },
-            "Connector",
-        )
-        h.wait_for_state(check_application(k8s, 1), "COMPLETED", timeout=240)
-        diagnosed = k8s.wait_condition("connectors", "flood", "ProducerHealthy", "False", "ProducerPressure", 120)
+        diagnosed = flood_diagnosed(k8s, h, pressure, topic, rate=RATE, record_bytes=RECORD_BYTES)
 
         # the symptom as users met it, from the worker itself: its log and Kafka's own metrics
         failed = failed_flushes(pressure)

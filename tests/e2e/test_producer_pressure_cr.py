@@ -94,6 +94,35 @@ def producer_metrics_restart(k8s: K8s, h: FakeSparkOperator, pressure: PressureE
     return "flood-check-g2-pm"
 
 
+def flood_diagnosed(
+    k8s: K8s, h: FakeSparkOperator, pressure: PressureEnv, topic: str, *, rate: int, record_bytes: int
+) -> dict[str, Any]:
+    """The flood source as a Connector of ConnectCluster ``pressure``, checked after each change:
+    its first check run, and the ProducerPressure condition it set."""
+    config = {
+        k: v
+        for k, v in pressure.flood_config(topic, rate=rate, record_bytes=record_bytes).items()
+        if k not in ("connector.class", "tasks.max")
+    }
+    k8s.create(
+        "connectors",
+        "flood",
+        {
+            "clusterRef": {"name": "pressure"},
+            "class": FLOOD,
+            "tasksMax": 1,
+            "config": config,
+            "check": {"samples": 6, "intervalSeconds": 2},
+        },
+        "Connector",
+    )
+    h.wait_for_state(check_application(k8s, 1), "COMPLETED", timeout=240)
+    condition: dict[str, Any] = k8s.wait_condition(
+        "connectors", "flood", "ProducerHealthy", "False", "ProducerPressure", 120
+    )
+    return condition
+
+
 def verdict_of(k8s: K8s, application: str) -> dict[str, Any]:
     cm = k8s.core.read_namespaced_config_map(f"{application}-verdict", k8s.ns)
     result: dict[str, Any] = json.loads(cm.data["verdict.json"])
@@ -119,26 +148,8 @@ def test_pressure_is_diagnosed_cured_through_the_connector_and_proven(
         },
         "ConnectCluster",
     )
-    config = {
-        k: v
-        for k, v in pressure.flood_config(topic, rate=3000, record_bytes=1000).items()
-        if k not in ("connector.class", "tasks.max")
-    }
     with FakeSparkOperator(kube_client, k8s.ns, kubeconfig_path=kube.kubeconfig_path, log_dir=tmp_path / "spark") as h:
-        k8s.create(
-            "connectors",
-            "flood",
-            {
-                "clusterRef": {"name": "pressure"},
-                "class": FLOOD,
-                "tasksMax": 1,
-                "config": config,
-                "check": {"samples": 6, "intervalSeconds": 2},
-            },
-            "Connector",
-        )
-        h.wait_for_state(check_application(k8s, 1), "COMPLETED", timeout=240)
-        diagnosed = k8s.wait_condition("connectors", "flood", "ProducerHealthy", "False", "ProducerPressure", 120)
+        diagnosed = flood_diagnosed(k8s, h, pressure, topic, rate=3000, record_bytes=1000)
         assert "batch.size" in diagnosed["message"]
 
         # what the check saw, from the worker's own metrics (not from the operator's status)

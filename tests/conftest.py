@@ -83,6 +83,8 @@ SLOW_FIRST = (
     "tests/e2e/test_old_workers.py",  # 95 alone (three older Connect releases, fetched on first use)
     "tests/e2e/test_founding_case_pre31.py",  # 130-165 alone (a 3.0.0 worker under pressure)
     "tests/helm/test_upgrade.py",  # 60-90 alone (its own API server, two operator processes)
+    "tests/e2e/test_check_kind_appears.py",  # 100-130 (its own API server, the 60 s defaults)
+    "tests/e2e/test_mm2_soak.py",  # a 3-minute healthy MM2 flow, then a re-creation at the 60 s resync
     "tests/e2e/test_offset_truth_sink.py",  # 190
     "tests/e2e/test_offset_reset_crash.py",  # 176
     "tests/e2e/test_offset_reset_faults.py",  # 164

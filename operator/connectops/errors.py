@@ -16,6 +16,7 @@ from __future__ import annotations
 import kopf
 
 from connectops.adapters.connect_rest import ConnectRebalancing
+from connectops.adapters.kube import StatusRefused
 from connectops.failures import ConnectopsError
 
 __all__ = [
@@ -72,7 +73,9 @@ def as_kopf_error(
 ) -> kopf.TemporaryError | kopf.PermanentError:
     """Map an error to kopf's retry semantics; ``retry`` is kopf's attempt counter."""
     message = str(exc)
-    if isinstance(exc, SpecInvalid):
+    # a status the API server refuses for the spec stored (StatusRefused) fails the same way
+    # until the spec changes, and a spec change re-runs the handler
+    if isinstance(exc, SpecInvalid | StatusRefused):
         return kopf.PermanentError(message)
     if isinstance(exc, ConnectRebalancing | WorkerStarting):
         return kopf.TemporaryError(message, delay=min(base, 5.0))

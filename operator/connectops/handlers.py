@@ -18,6 +18,7 @@ from typing import Any
 import kopf
 
 from connectops import kopf_fixes, memory, metrics
+from connectops.adapters.kube import StatusRefused
 from connectops.concurrency.lanes import background
 from connectops.concurrency.sweep import sweep
 from connectops.diffbase import DigestDiffBaseStorage
@@ -114,18 +115,32 @@ def _retry_later(exc: BaseException, retry: int) -> kopf.TemporaryError | kopf.P
     return as_kopf_error(exc, retry=retry, base=SETTINGS.retry_seconds, maximum=SETTINGS.retry_max_seconds)
 
 
-def _publish(outcome: Outcome, body: Any, patch: kopf.Patch, retry: int, kind: str) -> None:
-    for key, value in status_patch(body.get("status") or {}, outcome.status).items():
-        patch.status[key] = value
+async def _write_status(body: Any, plural: str, changes: dict[str, Any], retry: int) -> None:
+    """A handler's status, written through the operator's one status path (KubeClient.
+    patch_status), not kopf's patch: a write the API server refuses as invalid (an object stored
+    before a rule it breaks, on Kubernetes < 1.33) fails inside kopf as an unexpected error,
+    unseen by the user; here it is told once and not made again until the spec changes."""
+    if not changes:
+        return
+    meta = body["metadata"]
+    try:
+        await runtime().kube.patch_status(meta["namespace"], plural, meta["name"], changes, meta=meta)
+    except StatusRefused:
+        return  # told already (StatusGuard); nothing to retry until the spec changes
+    except Exception as exc:
+        raise _retry_later(exc, retry) from None
+
+
+async def _publish(outcome: Outcome, body: Any, retry: int, kind: str) -> None:
+    await _write_status(body, "connectclusters", status_patch(body.get("status") or {}, outcome.status), retry)
     if outcome.error is not None:
         metrics.RECONCILE_ERRORS.labels(kind=kind, error=type(outcome.error).__name__).inc()
         raise _retry_later(outcome.error, retry)
 
 
-def _handed(published: Published, patch: kopf.Patch, retry: int) -> None:
-    """A change's pass handed to kopf: the status it writes, the error it retries on."""
-    for key, value in published.changes.items():
-        patch.status[key] = value
+async def _handed(published: Published, body: Any, retry: int) -> None:
+    """A change's pass: the status it decided, the error kopf retries it on."""
+    await _write_status(body, "connectors", published.changes, retry)
     if published.error is not None:
         raise _retry_later(published.error, retry)
 
@@ -152,8 +167,8 @@ def _claims() -> ClaimIndex:
 
 @kopf.on.create(GROUP, VERSION, "connectors")
 @kopf.on.update(GROUP, VERSION, "connectors", field="spec")
-async def connector_changed(body: kopf.Body, patch: kopf.Patch, retry: int, **_: Any) -> None:
-    _handed(await runtime().connector_pass.on_change(body), patch, retry)
+async def connector_changed(body: kopf.Body, retry: int, **_: Any) -> None:
+    await _handed(await runtime().connector_pass.on_change(body), body, retry)
 
 
 @kopf.on.resume(GROUP, VERSION, "connectors")
@@ -218,9 +233,12 @@ async def connector_deleted(body: kopf.Body, retry: int, **_: Any) -> None:
 # -- ConnectCluster --------------------------------------------------------------------------------
 
 
-async def _reconcile_cluster(body: Any, patch: kopf.Patch, retry: int) -> None:
+async def _reconcile_cluster(body: Any, retry: int) -> None:
     rt = runtime()
     meta = body["metadata"]
+    refused = rt.kube.statuses.refused(meta["namespace"], "connectclusters", meta["name"], meta)
+    if refused is not None and refused.spec_refused:
+        return  # a spec the CRD's rules now refuse: acted on again once it is changed
     async with rt.locks[meta["uid"]]:
         outcome = await rt.connect_clusters.reconcile(
             meta["namespace"],
@@ -230,14 +248,14 @@ async def _reconcile_cluster(body: Any, patch: kopf.Patch, retry: int) -> None:
             emitter(body),
         )
     metrics.RECONCILES.labels(kind="ConnectCluster", trigger="change").inc()
-    _publish(outcome, body, patch, retry, "ConnectCluster")
+    await _publish(outcome, body, retry, "ConnectCluster")
 
 
 @kopf.on.resume(GROUP, VERSION, "connectclusters")
 @kopf.on.create(GROUP, VERSION, "connectclusters")
 @kopf.on.update(GROUP, VERSION, "connectclusters", field="spec")
-async def cluster_changed(body: kopf.Body, patch: kopf.Patch, retry: int, **_: Any) -> None:
-    await _reconcile_cluster(body, patch, retry)
+async def cluster_changed(body: kopf.Body, retry: int, **_: Any) -> None:
+    await _reconcile_cluster(body, retry)
 
 
 @kopf.timer(
@@ -247,11 +265,11 @@ async def cluster_changed(body: kopf.Body, patch: kopf.Patch, retry: int, **_: A
     interval=SETTINGS.resync_seconds,
     initial_delay=SETTINGS.resync_seconds,
 )
-async def cluster_resync(body: kopf.Body, patch: kopf.Patch, **kwargs: Any) -> None:
+async def cluster_resync(body: kopf.Body, **kwargs: Any) -> None:
     if await _jitter(kwargs["stopped"]):
         return
     with background():
-        await _reconcile_cluster(body, patch, 0)
+        await _reconcile_cluster(body, 0)
 
 
 @kopf.on.delete(GROUP, VERSION, "connectclusters", optional=True)
@@ -354,6 +372,9 @@ async def offset_reset_check(body: kopf.Body, **kwargs: Any) -> None:
     rt = runtime()
     if await _jitter(kwargs["stopped"]):
         return
+    meta = body["metadata"]
+    if rt.kube.statuses.refused(meta["namespace"], "offsetresets", meta["name"], meta) is not None:
+        return  # its status cannot be stored for this spec: told once (StatusGuard)
     _observe_reset(body)
     with background():
         async with rt.locks[body["metadata"]["uid"]]:

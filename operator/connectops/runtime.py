@@ -78,6 +78,8 @@ class Runtime:
     def __init__(self, settings: Settings) -> None:
         load_kube_config()
         self.kube = KubeClient()
+        # a status write refused as invalid is told where the user looks, once per spec
+        self.kube.statuses.on_refused = lambda obj, exc: emitter(obj)("Warning", exc.reason, str(exc))
         # no restUrl may lead the operator to its own API server with a user's request
         self.clusters = ClusterRegistry(self.kube, settings, api_servers=api_server_endpoints())
         self.checks = CheckRunner(self.kube, settings, check_defaults(settings))
@@ -121,6 +123,9 @@ class Runtime:
         #: or by its watch event
         self.later = Later(lambda uid: _ran(passes.by_uid(uid, Trigger.RESYNC)), spacing=LOOK_SPACING_SECONDS)
         passes.later = self.later
+        # a Connector whose check batch was refused, or that waited for SparkApplications to be
+        # served and now they are, is looked at now rather than at its next resync
+        self.checks.batches.wake = lambda uid: self.later.at(uid, 0.0)
         #: set once the startup LIST of claims is read (the start-up listings filter by them)
         self.claims_read = asyncio.Event()
         #: the listings asked while that LIST is read (ClusterRegistry.prefetch_listing)

@@ -10,7 +10,10 @@ dropped), and ConfigMaps created but never replaced
 a real kube-apiserver to the same scenarios.
 
 Not modelled: the CRDs' schema (defaults, pruning of unknown fields, validation); tests store
-objects the way the real API server would return them.
+objects the way the real API server would return them. One refusal is: :meth:`FakeKube.
+refuse_status` makes every status write of an object answer as a 1.30-1.32 API server answers
+for an object stored before a rule it breaks (422 Invalid, the rule's field and message;
+tests/e2e/test_kube_oldest.py holds that answer to the real server's).
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ from __future__ import annotations
 import asyncio
 import copy
 import itertools
-from collections.abc import AsyncIterator
+import json
+from collections.abc import AsyncIterator, Mapping
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -31,12 +35,44 @@ from connectops.adapters.kube import (
     Lock,
     LockHeld,
     SecretKeyMissing,
+    StatusGuard,
+    StatusRefused,
     lock_name,
+    refusal_causes,
 )
+
+
+def invalid_answer(kind: str, name: str, causes: list[tuple[str, str]]) -> str:
+    """The body of the API server's 422 for a write refused by the CRD's rules (a metav1.Status
+    of reason Invalid), as kube-apiserver 1.30 writes it for a CEL rule: each cause's message
+    is ``Invalid value: "object": <the rule's message>``."""
+    return json.dumps(
+        {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": f'{kind}.connectops.io "{name}" is invalid: '
+            + ", ".join(f'{field}: Invalid value: "object": {message}' for field, message in causes),
+            "reason": "Invalid",
+            "details": {
+                "name": name,
+                "group": "connectops.io",
+                "kind": kind,
+                "causes": [
+                    {"reason": "FieldValueInvalid", "message": f'Invalid value: "object": {message}', "field": field}
+                    for field, message in causes
+                ],
+            },
+            "code": 422,
+        }
+    )
 
 
 class ConnectorKubeApi(Protocol):
     """What the Connector reconciler and the ClusterRegistry call on the Kubernetes adapter."""
+
+    statuses: StatusGuard
 
     async def secret_value(self, namespace: str, name: str, key: str) -> str: ...
     async def secret_values(self, namespace: str, name: str, keys: list[str]) -> dict[str, str]: ...
@@ -62,7 +98,9 @@ class ConnectorKubeApi(Protocol):
     async def create_object(
         self, group: str, version: str, namespace: str, plural: str, body: dict[str, Any]
     ) -> bool: ...
-    async def patch_status(self, namespace: str, plural: str, name: str, status: dict[str, Any]) -> None: ...
+    async def patch_status(
+        self, namespace: str, plural: str, name: str, status: dict[str, Any], *, meta: Mapping[str, Any] | None = None
+    ) -> None: ...
     async def annotate(self, namespace: str, plural: str, name: str, annotations: dict[str, str]) -> None: ...
 
 
@@ -139,6 +177,15 @@ class FakeKube:
         self.calls: list[tuple[str, tuple[Any, ...]]] = []
         self._faults: dict[str, list[KubeError]] = {}
         self._uids = itertools.count(1)
+        #: (group, version, plural) of kinds the API server does not serve (their CRD is not
+        #: installed): creating or reading one is refused with 404, as KubeClient raises it
+        self.not_served: set[tuple[str, str, str]] = set()
+        #: the production guard over status writes (one write per spec once refused)
+        self.statuses = StatusGuard()
+        #: (namespace, plural, name) -> the 422 body every status write of that object gets
+        self._refusing: dict[tuple[str, str, str], str] = {}
+        #: status writes that reached the "API server" (refused ones included)
+        self.status_attempts = 0
 
     # -- test controls --------------------------------------------------------------------------
 
@@ -187,6 +234,16 @@ class FakeKube:
             metadata=client.V1ObjectMeta(name=name, namespace=namespace, annotations=dict(annotations or {})),
             data=dict(data),
         )
+
+    def refuse_status(self, namespace: str, plural: str, name: str, causes: list[tuple[str, str]] | None) -> None:
+        """Every status write of the object is refused as invalid with ``causes`` (field, rule
+        message), as an API server before 1.33 does for an object stored before a rule it
+        breaks; None: accepted again (the user fixed the spec)."""
+        if causes is None:
+            self._refusing.pop((namespace, plural, name), None)
+        else:
+            kind = self.objects[(namespace, plural, name)]["kind"]
+            self._refusing[(namespace, plural, name)] = invalid_answer(kind, name, causes)
 
     def fail_next(self, method: str, error: KubeError, times: int = 1) -> None:
         """The next ``times`` calls of ``method`` raise ``error`` (and change nothing)."""
@@ -316,9 +373,19 @@ class FakeKube:
         if not listed:
             yield []
 
+    async def serves(self, group: str, version: str, plural: str, *, timeout: float) -> bool:
+        self._enter("serves", group, version, plural)
+        await asyncio.sleep(0)
+        return (group, version, plural) not in self.not_served
+
+    def _served(self, group: str, version: str, plural: str) -> None:
+        if (group, version, plural) in self.not_served:
+            raise KubeObjectMissing(f"{plural}.{group}/{version} is not served by this cluster")
+
     async def create_object(self, group: str, version: str, namespace: str, plural: str, body: dict[str, Any]) -> bool:
         self._enter("create_object", namespace, plural, body["metadata"]["name"])
         await asyncio.sleep(0)  # a real call gives the loop to others while it is in flight
+        self._served(group, version, plural)
         key = (namespace, plural, body["metadata"]["name"])
         if key in self.objects:
             return False  # 409: the API server keeps the first
@@ -330,6 +397,7 @@ class FakeKube:
 
     async def get_object(self, group: str, version: str, namespace: str, plural: str, name: str) -> dict[str, Any]:
         self._enter("get_object", namespace, plural, name)
+        self._served(group, version, plural)
         obj = self.objects.get((namespace, plural, name))
         if obj is None:
             raise KubeObjectMissing(f"{plural} {namespace}/{name} not found")
@@ -347,15 +415,27 @@ class FakeKube:
         obj["metadata"].setdefault("annotations", {}).update(annotations)
         self._bump(obj)
 
-    async def patch_status(self, namespace: str, plural: str, name: str, status: dict[str, Any]) -> None:
-        self._enter("patch_status", namespace, plural, name)
-        obj = self.objects.get((namespace, plural, name))
-        if obj is None:
-            raise KubeObjectMissing(f"{plural} {namespace}/{name} status not found")
-        self.status_patches.append((namespace, plural, name, copy.deepcopy(status)))
-        patched = merge_patch(obj, {"status": status})
-        obj["status"] = patched.get("status", {})
-        self._bump(obj)
+    async def patch_status(
+        self, namespace: str, plural: str, name: str, status: dict[str, Any], *, meta: Mapping[str, Any] | None = None
+    ) -> None:
+        async def write() -> None:
+            self._enter("patch_status", namespace, plural, name)
+            obj = self.objects.get((namespace, plural, name))
+            if obj is None:
+                raise KubeObjectMissing(f"{plural} {namespace}/{name} status not found")
+            self.status_attempts += 1
+            refusal = self._refusing.get((namespace, plural, name))
+            causes = refusal_causes(422, refusal) if refusal is not None else None
+            if causes is not None:
+                raise StatusRefused(f"{plural} {namespace}/{name}", causes)
+            self.status_patches.append((namespace, plural, name, copy.deepcopy(status)))
+            patched = merge_patch(obj, {"status": status})
+            obj["status"] = patched.get("status", {})
+            self._bump(obj)
+
+        await self.statuses.write(
+            (namespace, plural, name), meta, write, lambda: self.custom_object(namespace, plural, name)
+        )
 
     # -- config maps ------------------------------------------------------------------------------
 
@@ -394,6 +474,7 @@ class FakeKube:
             ),
             data=dict(data) if data is not None else None,
             binary_data=dict(binary_data) if binary_data is not None else None,
+            immutable=True,  # as the real adapter creates every ConfigMap
         )
         return True
 

@@ -18,6 +18,7 @@ import fcntl
 import functools
 import json
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,7 +31,14 @@ from kubernetes.client.exceptions import ApiException
 
 from tests.e2e import test_admission_cel as cel
 from tests.e2e.conftest import ROOT, VERSION, wait_for
-from tests.env.servers import KUBE_MODULES, KubeAPI, MissingTestEnvError, ServerStartError, kube_apiserver_path
+from tests.env.servers import (
+    KUBE_MODULES,
+    KubeAPI,
+    MissingTestEnvError,
+    ServerStartError,
+    free_port,
+    kube_apiserver_path,
+)
 
 #: The newest 1.30 patch release the Go module proxy serves; kept equal to what
 #: tests/env/kube/apiserver-1.30/go.mod requires (checked below).
@@ -240,3 +248,234 @@ def test_object_stored_before_a_rule_can_lose_its_finalizer_and_be_deleted(api: 
 def _established(ext: Any, name: str) -> bool:
     crd = ext.read_custom_resource_definition(name)
     return bool(any(c.type == "Established" and c.status == "True" for c in (crd.status.conditions or [])))
+
+
+#: the rule a legacy Connector breaks here, and where the API server says it is
+LEGACY_RULE: Final = "onCreate set needs exactly one of entries or setTo"
+#: how long the operator is watched with the legacy object: twenty resyncs at the suite's 3 s
+WATCH_SECONDS: Final = 60.0
+
+
+def _status_writes(client: Any, plural: str) -> dict[str, float]:
+    """The API server's own count of PATCHes of ``plural``'s status subresource, by answer code
+    (its /metrics, apiserver_request_total): what reached it, whoever sent it."""
+    request = client.param_serialize(method="GET", resource_path="/metrics", auth_settings=["BearerToken"])
+    response = client.call_api(*request)
+    response.read()
+    counts: dict[str, float] = {}
+    for line in response.data.decode().splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels, value = line.rsplit(" ", 1)
+        if (
+            'verb="PATCH"' in labels
+            and f'resource="{plural}"' in labels
+            and 'subresource="status"' in labels
+            and f'group="{cel.GROUP}"' in labels
+        ):
+            code = labels.split('code="', 1)[1].split('"', 1)[0]
+            counts[code] = counts.get(code, 0.0) + float(value)
+    return counts
+
+
+def test_a_refused_status_is_told_once_and_written_once_the_spec_is_fixed(
+    oldest: tuple[KubeAPI, Any], api: tuple[Any, str], tmp_path: Path
+) -> None:
+    """A Connector stored before the rule it breaks, with the operator running (`connectops run`,
+    the suite's 3 s resync): on 1.30 each of its status writes is refused (422). The operator
+    says so once, a Warning Event naming the rule and the field, makes no further status write
+    for that spec and applies nothing; once the user fixes the spec, its status is written; and
+    the object can be deleted (the finalizer goes). The double's 422
+    (tests/doubles/kube.py ``invalid_answer``) is held to the real answer here."""
+    from connectops.adapters.kube import refusal_causes
+    from tests.doubles.kube import invalid_answer
+    from tests.e2e.conftest import CLAIM_NAMESPACE, OperatorProcess
+
+    kube, client = oldest
+    ext: Any = kubernetes.client.ApiextensionsV1Api(client)
+    core: Any = kubernetes.client.CoreV1Api(client)
+    custom: Any = kubernetes.client.CustomObjectsApi(client)
+    ns = f"t-legacy-{uuid.uuid4().hex[:6]}"
+    for name in (ns, CLAIM_NAMESPACE):
+        try:
+            core.create_namespace(kubernetes.client.V1Namespace(metadata={"name": name}))
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+    crd = yaml.safe_load((ROOT / "crds" / "connectops.io_connectors.yaml").read_text())
+    operator = OperatorProcess(kube, ns, tmp_path)
+    try:
+        # the Connector CRD as an older release had it, without its rules
+        ext.patch_custom_resource_definition(
+            crd["metadata"]["name"],
+            cel._strip_rules(copy.deepcopy(crd)),
+            field_manager=MANAGER,
+            force=True,
+            _content_type="application/apply-patch+yaml",
+        )
+        cluster = {"restUrl": f"http://127.0.0.1:{free_port()}", "kafka": {"bootstrapServers": "k:9092"}}
+        custom.create_namespaced_custom_object(
+            cel.GROUP,
+            VERSION,
+            ns,
+            "connectclusters",
+            {
+                "apiVersion": f"{cel.GROUP}/{VERSION}",
+                "kind": "ConnectCluster",
+                "metadata": {"name": "c"},
+                "spec": cluster,
+            },
+        )
+        breaking = cel._connector(offsets={"onCreate": "set"})
+        legacy = {"apiVersion": f"{cel.GROUP}/{VERSION}", "kind": "Connector", "metadata": {"name": "legacy"}}
+
+        def stored() -> dict[str, Any] | None:
+            try:
+                created: dict[str, Any] = custom.create_namespaced_custom_object(
+                    cel.GROUP, VERSION, ns, "connectors", {**legacy, "spec": breaking}
+                )
+            except ApiException as exc:
+                if exc.status == 422:  # the rules are still in force
+                    return None
+                raise
+            return created
+
+        wait_for(stored, 30, "the legacy Connector stored without the rules", interval=0.2)
+        # the upgrade installs the CRD with its rules
+        _apply_crds(client)
+
+        def rule_in_force() -> bool:
+            try:
+                cel._create(client, ns, "connectors", breaking)
+            except ApiException as exc:
+                return exc.status == 422 and LEGACY_RULE in str(exc.body)
+            return False
+
+        wait_for(rule_in_force, 30, "the rule refusing a new object")
+        # contract: the real 422 of a status write reads as the double's does
+        with pytest.raises(ApiException) as refused:
+            custom.patch_namespaced_custom_object_status(
+                cel.GROUP, VERSION, ns, "connectors", "legacy", {"status": {"observedGeneration": 1}}
+            )
+        real = refusal_causes(refused.value.status, refused.value.body)
+        assert real is not None, refused.value.body
+        assert real == refusal_causes(422, invalid_answer("Connector", "legacy", list(real)))
+        assert [message for _, message in real] == [LEGACY_RULE], real
+        field = real[0][0]
+        assert field.startswith("spec"), real
+
+        at_start = _status_writes(client, "connectors")
+        operator.start()
+
+        def told() -> list[Any]:
+            events = core.list_namespaced_event(ns).items
+            return [e for e in events if e.involved_object.name == "legacy" and e.reason == "StatusRefused"]
+
+        wait_for(told, 60, "the StatusRefused Event", interval=1.0)
+        before = _status_writes(client, "connectors")
+        config_before = custom.get_namespaced_custom_object(cel.GROUP, VERSION, ns, "connectors", "legacy")
+        time.sleep(WATCH_SECONDS)
+        after = _status_writes(client, "connectors")
+        events = told()
+        writes = {code: after.get(code, 0.0) - before.get(code, 0.0) for code in set(before) | set(after)}
+        log = operator.log()
+        print(
+            f"\nlegacy Connector on {OLDEST}, {WATCH_SECONDS:.0f} s at a 3 s resync: status PATCHes by code {writes} "
+            f"(from the operator's start: {_since(at_start, after)}); "
+            f"StatusRefused Events {len(events)} (count {sum(e.count or 1 for e in events)}); "
+            f"log lines naming the rule {log.count(LEGACY_RULE)}; log lines {len(log.splitlines())}; all its Events "
+            f"{_events_of(core, ns, 'legacy')}"
+        )
+        assert operator.proc.poll() is None, operator.log_tail()
+        assert sum(writes.values()) == 0, writes
+        assert _since(at_start, after) == {"422": 1.0}, _since(at_start, after)
+        assert len(events) == 1, events
+        assert (events[0].count or 1) == 1, events
+        assert events[0].type == "Warning"
+        assert LEGACY_RULE in events[0].message, events[0].message
+        assert field in events[0].message, events[0].message
+        assert log.count(LEGACY_RULE) == 1, operator.log_tail()
+        unchanged = custom.get_namespaced_custom_object(cel.GROUP, VERSION, ns, "connectors", "legacy")
+        assert "status" not in unchanged
+        assert unchanged["metadata"]["generation"] == config_before["metadata"]["generation"]
+
+        # the user fixes the spec: its status is written, for the new generation (naming a
+        # ConnectCluster that does not exist, so that its deletion below needs no Connect)
+        fixed = {"spec": {"offsets": None, "clusterRef": {"name": "absent"}}}
+        custom.patch_namespaced_custom_object(cel.GROUP, VERSION, ns, "connectors", "legacy", fixed)
+
+        def written() -> dict[str, Any] | None:
+            obj = custom.get_namespaced_custom_object(cel.GROUP, VERSION, ns, "connectors", "legacy")
+            status = obj.get("status") or {}
+            return obj if status.get("observedGeneration") == obj["metadata"]["generation"] == 2 else None
+
+        wait_for(written, 60, "the fixed Connector's status written", interval=0.5)
+        assert len(told()) == 1
+
+        # and it can be deleted: the operator takes its finalizer off
+        custom.delete_namespaced_custom_object(cel.GROUP, VERSION, ns, "connectors", "legacy")
+
+        def gone() -> bool:
+            try:
+                custom.get_namespaced_custom_object(cel.GROUP, VERSION, ns, "connectors", "legacy")
+            except ApiException as exc:
+                return bool(exc.status == 404)
+            return False
+
+        wait_for(gone, 60, "the fixed Connector deleted")
+    finally:
+        operator.stop()
+        _apply_crds(client)
+
+
+def test_on_the_newest_release_a_legacy_status_is_written_as_before(k8s: Any, kube_client: Any) -> None:
+    """The same legacy Connector on the session's API server (the newest release, whose status
+    subresource ratchets): its status is written at once, Valid=False with the model's reason,
+    with no refusal and no StatusRefused Event. The session's Connector CRD loses its rules only
+    while the object is stored (nothing else of this worker runs meanwhile)."""
+    ext: Any = kubernetes.client.ApiextensionsV1Api(kube_client)
+    name = "connectors.connectops.io"
+    with_rules = ext.read_custom_resource_definition(name, _preload_content=False)
+    original = json.loads(with_rules.data)
+    without = cel._strip_rules(copy.deepcopy(original))
+    ext.replace_custom_resource_definition(name, without)
+    before = _status_writes(kube_client, "connectors")
+    try:
+        wait_for(
+            lambda: _stored(k8s, cel._connector(offsets={"onCreate": "set"})),
+            30,
+            "the legacy Connector stored without the rules",
+            interval=0.2,
+        )
+    finally:
+        current = ext.read_custom_resource_definition(name).metadata.resource_version
+        ext.replace_custom_resource_definition(
+            name, {**original, "metadata": {**original["metadata"], "resourceVersion": current}}
+        )
+    cond = k8s.wait_condition("connectors", "legacy", "Valid", "False", "InvalidSpec", timeout=60)
+    assert LEGACY_RULE in cond["message"], cond
+    assert k8s.get("connectors", "legacy")["status"]["observedGeneration"] == 1
+    assert not [e for e in k8s.events("legacy") if e.reason == "StatusRefused"]
+    assert _status_writes(kube_client, "connectors").get("422", 0.0) == before.get("422", 0.0)
+    k8s.delete("connectors", "legacy")
+    wait_for(lambda: not k8s.exists("connectors", "legacy"), 60, "the legacy Connector deleted")
+
+
+def _events_of(core: Any, namespace: str, name: str) -> list[tuple[str, str, int]]:
+    """(type, reason, count) of every Event of the object."""
+    events = core.list_namespaced_event(namespace).items
+    return sorted((e.type, e.reason, e.count or 1) for e in events if e.involved_object.name == name)
+
+
+def _since(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    return {code: after[code] - before.get(code, 0.0) for code in after if after[code] != before.get(code, 0.0)}
+
+
+def _stored(k8s: Any, spec: dict[str, Any]) -> bool:
+    try:
+        k8s.create("connectors", "legacy", spec, "Connector")
+    except ApiException as exc:
+        if exc.status == 422:  # the rules are still in force
+            return False
+        raise
+    return True

@@ -69,8 +69,10 @@ def offsets(rest: ConnectREST, name: str) -> list[dict[str, Any]]:
 
 
 def backup_doc(k8s: K8s, cm: str) -> dict[str, Any]:
-    data = kubernetes.client.CoreV1Api(k8s.core.api_client).read_namespaced_config_map(cm, k8s.ns).data
-    doc: dict[str, Any] = json.loads(data["backup.json"])
+    read = kubernetes.client.CoreV1Api(k8s.core.api_client).read_namespaced_config_map(cm, k8s.ns)
+    # no one, the Spark check's identity included, can rewrite what the backup holds
+    assert read.immutable is True, read.metadata
+    doc: dict[str, Any] = json.loads(read.data["backup.json"])
     return doc
 
 

@@ -5,12 +5,15 @@ The check's driver runs in the watched namespace, where the operator keeps its o
 shutdown, which needs ``list``/``delete``/``deletecollection`` on every ConfigMap there; the
 operator's SparkApplications set ``spark.kubernetes.executor.disableConfigMap`` so that Spark
 makes neither call, and the chart's Role grants only what the job itself uses (``get`` of its
-baseline, ``create``/``patch`` of its verdict). Here the chart's Role is applied for real, a
-TokenRequest token logs in as the ServiceAccount, and every way to remove a backup is tried.
+baseline, ``create``/``patch`` of its verdict). ``patch`` cannot be limited to the verdicts (their
+names are not known to a Role), so every backup is created immutable. Here the chart's Role is
+applied for real, a TokenRequest token logs in as the ServiceAccount, and every way to remove or
+rewrite a backup is tried.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import uuid
 import zipfile
@@ -25,6 +28,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from connectops.adapters.kube import KubeClient
 from connectops.models.checks import CheckSpec
 from connectops.planning.checks import BUILTIN_DEFAULTS, CheckTarget, spark_application
 from connectops.reconcilers.reset_run import backup_name
@@ -97,9 +101,9 @@ def test_the_check_identity_cannot_delete_a_backup(
     ns, api = installed
     admin = client.CoreV1Api(kube_client)
     name = backup_name(ns, "r", str(uuid.uuid4()))
-    admin.create_namespaced_config_map(
-        ns, client.V1ConfigMap(metadata=client.V1ObjectMeta(name=name), data={"backup.json": '{"takenAt": "t0"}'})
-    )
+    # written as the operator writes every backup (and every piece of a chunked one)
+    created = asyncio.run(KubeClient(kube_client).create_config_map(ns, name, data={"backup.json": '{"takenAt": "t0"}'}))
+    assert created
     core = client.CoreV1Api(api)
     attempts = {
         "delete": lambda: core.delete_namespaced_config_map(name, ns),
@@ -115,9 +119,20 @@ def test_the_check_identity_cannot_delete_a_backup(
     }
     answers = {what: _status(call) for what, call in attempts.items()}
     assert answers == dict.fromkeys(attempts, 403)
+    # RBAC lets the identity patch any ConfigMap (its verdicts have names no rule can list), so
+    # what stops it rewriting a backup is the backup being immutable: the API server refuses
+    # the change (422), whoever asks
+    rewrites = {
+        "patch data": lambda: core.patch_namespaced_config_map(name, ns, {"data": {"backup.json": "{}"}}),
+        "patch binaryData": lambda: core.patch_namespaced_config_map(name, ns, {"binaryData": {"x": "AA=="}}),
+        "make it mutable": lambda: core.patch_namespaced_config_map(name, ns, {"immutable": False}),
+    }
+    assert {what: _status(call) for what, call in rewrites.items()} == dict.fromkeys(rewrites, 422)
     # the backup is still there, untouched
     kept: Any = admin.read_namespaced_config_map(name, ns)
     assert kept.data == {"backup.json": '{"takenAt": "t0"}'}
+    assert kept.binary_data is None
+    assert kept.immutable is True
     # what the job does need still works: its verdict created, patched on a rerun, read back
     verdict = f"chk-{uuid.uuid4().hex[:6]}-verdict"
     body = client.V1ConfigMap(metadata=client.V1ObjectMeta(name=verdict), data={"verdict.json": "{}"})

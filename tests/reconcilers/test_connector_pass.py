@@ -73,13 +73,14 @@ def rig() -> Rig:
     return Rig(make_world())
 
 
-async def test_a_change_leaves_the_status_to_kopf(rig: Rig) -> None:
+async def test_a_change_returns_its_status_to_the_handler(rig: Rig) -> None:
     body = rig.add()
     before = reconciles("change")
     published = await rig.passes.on_change(body)
     assert published.error is None
     assert published.changes["connectorState"] == "RUNNING"
-    # kopf writes it from the handler's patch: nothing written here
+    # the change handler writes it (handlers._write_status, through the status guard), so that
+    # kopf's retry follows the pass's error, not the write: nothing written here
     assert rig.stored_status() == {}
     assert "orders" in rig.world.connect.connectors
     assert reconciles("change") == before + 1

@@ -3,6 +3,11 @@
 Secrets, the referenced ConnectCluster, and the per-connector lock that an OffsetReset holds
 while it has the connector stopped. The ``kubernetes`` client is synchronous, so every call runs
 in a worker thread to keep kopf's event loop free.
+
+Every status write of the operator goes through :meth:`KubeClient.patch_status` and its
+:class:`StatusGuard` (a write refused as invalid is made once per spec). One module, past the
+usual size, because the calls, their typed errors and that guard share the ApiException
+translation and are reached through the one client the reconcilers hold.
 """
 
 from __future__ import annotations
@@ -12,8 +17,11 @@ import base64
 import contextvars
 import functools
 import hashlib
+import json
+import logging
 import os
-from collections.abc import AsyncIterator
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -25,6 +33,8 @@ from kubernetes.client.exceptions import ApiException
 from connectops.concurrency.lanes import BACKGROUND
 from connectops.failures import ConnectopsError
 from connectops.models import GROUP, VERSION
+
+logger = logging.getLogger(__name__)
 
 LOCK_PREFIX = "connectops-lock-"
 LOCK_LABEL = f"{GROUP}/lock"
@@ -55,6 +65,126 @@ class KubeForbidden(KubeUnavailable):
     until the Role changes."""
 
     retryable = False
+
+
+class StatusRefused(KubeError):
+    """The API server refused a status write as invalid (422 with field errors): the object was
+    stored before a rule of its CRD that it breaks, and Kubernetes up to 1.32 validates a status
+    write against the whole stored object without ratcheting (the main resource ratchets from
+    1.30, the status subresource only from 1.33). The same write fails until the user changes
+    the spec, so it is not retried before then (:class:`StatusGuard`)."""
+
+    retryable = False
+    refused = True
+
+    def __init__(self, what: str, causes: tuple[tuple[str, str], ...]) -> None:
+        said = "; ".join(f"{field}: {message}" if field else message for field, message in causes)
+        #: a refused field outside the status: the stored spec breaks a rule of the CRD
+        self.spec_refused = any(not field.startswith("status") for field, _ in causes)
+        why = (
+            "the object was stored before its CRD had this rule, and this Kubernetes release checks "
+            "it on every status write: nothing is applied until the spec is fixed"
+            if self.spec_refused
+            else "it is not written again until the spec changes"
+        )
+        super().__init__(f"the API server refuses to store the status of {what}: {said}; {why}")
+        #: (field path, the rule's message), no values
+        self.causes = causes
+
+
+#: the Go-quoted value (or an unquoted one) an "Invalid value" field error starts with
+_INVALID_VALUE = re.compile(r'^(Invalid value|Unsupported value|Duplicate value): (?:"(?:[^"\\]|\\.)*"|[^:]*): ')
+#: what of a cause's message is kept: a rule message is short
+_CAUSE_MESSAGE_LIMIT = 300
+
+
+def refusal_causes(status: int | None, body: str | bytes | None) -> tuple[tuple[str, str], ...] | None:
+    """The field errors of a 422 Invalid answer (a metav1.Status with ``details.causes``), each
+    (field, message) with the offending value cut out (a value may be a config the user wrote);
+    None for any other answer."""
+    if status != 422 or not body:
+        return None
+    try:
+        answer = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(answer, dict) or answer.get("reason") != "Invalid":
+        return None
+    causes = (answer.get("details") or {}).get("causes") or []
+    kept: list[tuple[str, str]] = []
+    for cause in causes if isinstance(causes, list) else []:
+        if not isinstance(cause, dict):
+            continue
+        message = _INVALID_VALUE.sub("", str(cause.get("message") or cause.get("reason") or ""))
+        kept.append((str(cause.get("field") or ""), message[:_CAUSE_MESSAGE_LIMIT]))
+    return tuple(kept) or None
+
+
+#: (the object as the API server returned it, the refusal) -> tell the user (an Event, a log line)
+OnRefused = Callable[[Mapping[str, Any], StatusRefused], None]
+
+
+@dataclass(frozen=True)
+class _Refusal:
+    uid: str
+    generation: int | None
+    error: StatusRefused
+
+
+class StatusGuard:
+    """Every status write of the operator goes through here (:meth:`KubeClient.patch_status`),
+    so that a write the API server refused as invalid is made once per spec, not once per
+    reconcile: the user is told once (``on_refused``: a Warning Event and a log line), and the
+    next write is tried when the object's generation moves on (the user changed the spec). A
+    write meanwhile raises the same :class:`StatusRefused` without a request."""
+
+    def __init__(self, on_refused: OnRefused | None = None) -> None:
+        self.on_refused = on_refused
+        self._refused: dict[tuple[str, str, str], _Refusal] = {}
+
+    def refused(self, namespace: str, plural: str, name: str, meta: Mapping[str, Any] | None) -> StatusRefused | None:
+        """The refusal that still stands for the object whose metadata is ``meta`` (same uid and
+        generation), without a request; None when its status may be written."""
+        known = self._refused.get((namespace, plural, name))
+        if known is None or meta is None:
+            return None
+        if (str(meta.get("uid") or ""), meta.get("generation")) != (known.uid, known.generation):
+            return None
+        return known.error
+
+    def forget(self, namespace: str, plural: str, name: str) -> None:
+        self._refused.pop((namespace, plural, name), None)
+
+    async def write(
+        self,
+        key: tuple[str, str, str],
+        meta: Mapping[str, Any] | None,
+        write: Callable[[], Awaitable[None]],
+        read: Callable[[], Awaitable[Mapping[str, Any]]],
+    ) -> None:
+        """``write`` the status unless it stands refused for the object's current spec
+        (``meta``, or ``read`` for it when the caller has none); on a refusal, remember it
+        and say so once, and raise :class:`StatusRefused`."""
+        if key in self._refused:
+            current = meta if meta is not None else (await read()).get("metadata") or {}
+            standing = self.refused(*key, current)
+            if standing is not None:
+                raise standing
+            self.forget(*key)
+        try:
+            await write()
+        except StatusRefused as exc:
+            try:
+                obj = await read()
+            except KubeError:
+                raise exc from None  # gone or unreadable meanwhile: nothing to remember it by
+            # the spec the caller acted on when it says which: one changed since was not tried
+            got = meta if meta is not None else obj.get("metadata") or {}
+            self._refused[key] = _Refusal(str(got.get("uid") or ""), got.get("generation"), exc)
+            logger.warning("%s/%s %s: %s", key[0], key[2], key[1], exc)
+            if self.on_refused is not None:
+                self.on_refused(obj, exc)
+            raise
 
 
 class LockHeld(KubeError):
@@ -163,6 +293,8 @@ class KubeClient:
         # queues behind it (see connectops.concurrency.lanes).
         self._threads = ThreadPoolExecutor(THREADS, thread_name_prefix="kube")
         self._background_threads = ThreadPoolExecutor(THREADS, thread_name_prefix="kube-background")
+        #: the one way status is written (a refused write is made once per spec)
+        self.statuses = StatusGuard()
 
     async def _in_thread(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         pool = self._background_threads if BACKGROUND.get() else self._threads
@@ -242,18 +374,44 @@ class KubeClient:
             if token is None:
                 return
 
-    async def patch_status(self, namespace: str, plural: str, name: str, status: dict[str, Any]) -> None:
+    async def patch_status(
+        self,
+        namespace: str,
+        plural: str,
+        name: str,
+        status: dict[str, Any],
+        *,
+        meta: Mapping[str, Any] | None = None,
+    ) -> None:
         """Merge-patch ``status`` now (not at the end of a kopf handler): the reset step machine
-        must have each step's start and end durable before it moves on."""
-        await self._call(
-            self._custom.patch_namespaced_custom_object_status,
-            GROUP,
-            VERSION,
-            namespace,
-            plural,
-            name,
-            {"status": status},
-            what=f"{plural} {namespace}/{name} status",
+        must have each step's start and end durable before it moves on. ``meta``: the object's
+        metadata as the caller read it (its uid and generation), so that a refused status
+        (:class:`StatusRefused`, through :attr:`statuses`) is known without a read."""
+        what = f"{plural} {namespace}/{name} status"
+
+        async def write() -> None:
+            try:
+                await self._in_thread(
+                    self._custom.patch_namespaced_custom_object_status,
+                    GROUP,
+                    VERSION,
+                    namespace,
+                    plural,
+                    name,
+                    {"status": status},
+                )
+            except ApiException as exc:
+                causes = refusal_causes(exc.status, exc.body)
+                if causes is not None:
+                    raise StatusRefused(f"{plural} {namespace}/{name}", causes) from None
+                if exc.status == 404:
+                    raise KubeObjectMissing(f"{what} not found") from None
+                raise KubeUnavailable(f"{what}: Kubernetes API answered {exc.status} {exc.reason}") from None
+            except Exception as exc:  # urllib3/network errors: keep the type, not the payload
+                raise KubeUnavailable(f"{what}: {type(exc).__name__}") from None
+
+        await self.statuses.write(
+            (namespace, plural, name), meta, write, lambda: self.custom_object(namespace, plural, name)
         )
 
     async def annotate(self, namespace: str, plural: str, name: str, annotations: dict[str, str]) -> None:
@@ -281,6 +439,34 @@ class KubeClient:
                 raise KubeObjectMissing(f"{plural}.{group}/{version} is not served by this cluster") from None
             raise KubeUnavailable(f"create {plural} {namespace}: API answered {exc.status} {exc.reason}") from None
         return True
+
+    async def serves(self, group: str, version: str, plural: str, *, timeout: float) -> bool:
+        """Whether the API server serves ``plural`` in ``group/version`` now, by discovery
+        (``GET /apis/{group}/{version}``: every authenticated identity may read it, through the
+        ``system:discovery`` ClusterRole). A group/version not served answers 404: False."""
+        try:
+            resources = await self._call(
+                self._discover, group, version, timeout, what=f"discovery of {group}/{version}"
+            )
+        except KubeObjectMissing:
+            return False
+        return any(r.name == plural for r in resources.resources or [])
+
+    def _discover(self, group: str, version: str, timeout: float) -> client.V1APIResourceList:
+        request = self._api.param_serialize(
+            method="GET",
+            resource_path="/apis/{group}/{version}",
+            path_params={"group": group, "version": version},
+            header_params={"Accept": "application/json"},
+            auth_settings=["BearerToken"],
+        )
+        response = self._api.call_api(*request, _request_timeout=timeout)
+        response.read()  # type: ignore[no-untyped-call]
+        answer: Any = self._api.response_deserialize(
+            response_data=response, response_types_map={"200": "V1APIResourceList"}
+        )
+        resources: client.V1APIResourceList = answer.data
+        return resources
 
     async def get_object(self, group: str, version: str, namespace: str, plural: str, name: str) -> dict[str, Any]:
         obj: dict[str, Any] = await self._call(
@@ -331,6 +517,10 @@ class KubeClient:
         """Create a ConfigMap, never replacing one: False when the name is taken (the caller
         decides whether the existing one is its own). Backups are written this way, so a second
         writer (a retried step, a second operator process) can never overwrite the first copy.
+        Every one is created ``immutable``: each is a document written once (a backup, a piece
+        of a chunked plan), and the API server then refuses any change to its data from anyone,
+        the Spark check's identity included, which may patch the verdict ConfigMaps of the same
+        namespace and so, by RBAC alone, any ConfigMap there.
         ``dry_run``: the API server checks the create (RBAC, admission, the name) and stores
         nothing, so a backup that could not be written is found before anything is stopped.
         ``owner``: an ownerReference (apiVersion, kind, name, uid): deleted with its owner."""
@@ -344,6 +534,7 @@ class KubeClient:
             ),
             data=data,
             binary_data=binary_data,
+            immutable=True,
         )
         try:
             await asyncio.to_thread(self._core.create_namespaced_config_map, namespace, body, dry_run=dry_run)

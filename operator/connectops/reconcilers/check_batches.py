@@ -15,7 +15,10 @@ running count starts from zero after a restart (applications launched before it 
 against the cap until they are seen again; the log says how many are counted).
 
 The Connector's reconciler stays the only writer of its status: the batcher never writes a
-status, it answers :meth:`outcome` when the reconciler asks.
+status, it answers :meth:`outcome` when the reconciler asks; a refused batch wakes its members
+(:attr:`CheckBatcher.wake`), so that their status says so now, not at their next resync. A batch
+refused because SparkApplications are not served leaves its members waiting on the kind
+(:class:`~connectops.reconcilers.check_kind.KindProbe`), which wakes them once it is served.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -39,6 +43,7 @@ from connectops.planning.checks import (
     application_name,
     batch_application,
 )
+from connectops.reconcilers.check_kind import FIRST_SECONDS, KindProbe
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +100,8 @@ class CheckBatcher:
         max_connectors: int,
         max_running: int,
         slot_poll_seconds: float = SLOT_POLL_SECONDS,
+        kind_cap_seconds: float = 60.0,
+        kind_first_seconds: float = FIRST_SECONDS,
     ) -> None:
         self._kube = kube
         self._window = window_seconds
@@ -112,6 +119,10 @@ class CheckBatcher:
         #: figures for the benchmark and the log: launched, peak running
         self.launched = 0
         self.peak_running = 0
+        #: asks for a pass of the object with this uid now (the operator's Runtime.later; unset: its next resync)
+        self.wake: Callable[[str], None] | None = None
+        #: the objects whose check was refused for the kind's absence, and the probe that finds it served
+        self.kind = KindProbe(self._serves, self._wake, first_seconds=kind_first_seconds, cap_seconds=kind_cap_seconds)
 
     def request(
         self,
@@ -125,6 +136,7 @@ class CheckBatcher:
     ) -> str:
         """Queue ``member`` (the check of object ``uid``) and return its batch's name: the
         SparkApplication it will run in."""
+        self.kind.forget(uid)  # a new request: whatever it waited on, it asks now
         previous = self._waiting.pop(uid, None)
         if previous is not None:
             previous.members.pop(uid, None)
@@ -155,6 +167,7 @@ class CheckBatcher:
 
     def withdraw(self, uid: str) -> None:
         """The object is gone: its waiting request leaves its batch (an empty batch is not launched)."""
+        self.kind.forget(uid)
         batch = self._waiting.pop(uid, None)
         if batch is not None:
             batch.members.pop(uid, None)
@@ -164,6 +177,7 @@ class CheckBatcher:
         self._running.pop((namespace, name), None)
 
     async def close(self) -> None:
+        await self.kind.close()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -222,17 +236,33 @@ class CheckBatcher:
         except KubeObjectMissing:
             self._running.pop(key, None)
             batch.refused = [NOT_SERVED]
+            for uid, _ in members:
+                self.kind.wait(uid)
+            self._refused(members)
             return
         except KubeError as exc:
             self._running.pop(key, None)
             # a check must never block the change it follows (e.g. RBAC without sparkapplications)
             log.warning("check batch %s not submitted: %s", batch.name, exc)
             batch.refused = [f"could not create the SparkApplication: {exc}"]
+            self._refused(members)
             return
         batch.launched_at = batch.settled_at
         self.launched += 1
         self.peak_running = max(self.peak_running, len(self._running))
         log.info("check batch %s launched: %d connector(s), %d running", batch.name, len(members), len(self._running))
+
+    def _refused(self, members: list[tuple[str, BatchMember]]) -> None:
+        """The members' next pass reads the refusal (CheckNotSubmitted): now, once each."""
+        for uid, _ in members:
+            self._wake(uid)
+
+    def _wake(self, uid: str) -> None:
+        if self.wake is not None:
+            self.wake(uid)
+
+    async def _serves(self, timeout: float) -> bool:
+        return await self._kube.serves(SPARK_GROUP, SPARK_VERSION, SPARK_PLURAL, timeout=timeout)
 
     async def _slot_free(self) -> bool:
         """Whether fewer than the cap of launched batches still run, as their applications say."""

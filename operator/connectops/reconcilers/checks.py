@@ -41,6 +41,7 @@ from connectops.planning.checks import (
     verdict_config_map,
 )
 from connectops.reconcilers.check_batches import BatchState, CheckBatcher
+from connectops.reconcilers.check_kind import FIRST_SECONDS
 from connectops.reconcilers.common import Conditions
 from connectops.settings import Settings
 
@@ -48,10 +49,21 @@ log = logging.getLogger(__name__)
 
 #: lastCheck states after which nothing is polled any more
 FINAL = frozenset({*TERMINAL_STATES, CheckState.TIMEOUT, CheckState.NOT_SUBMITTED, CheckState.MISSING})
+#: what the conditions add to NOT_SERVED: the operator does ask again, by itself (check_kind)
+ASKS_AGAIN = "The operator asks again once SparkApplications are served."
 
 
 class CheckRunner:
-    def __init__(self, kube: KubeClient, settings: Settings, defaults: SparkCheckDefaults) -> None:
+    def __init__(
+        self,
+        kube: KubeClient,
+        settings: Settings,
+        defaults: SparkCheckDefaults,
+        *,
+        kind_first_seconds: float = FIRST_SECONDS,
+    ) -> None:
+        """``kind_first_seconds``: the first look for the SparkApplication kind after a check is
+        refused for its absence; the looks then double up to the resync period (check_kind)."""
         self._kube = kube
         self._settings = settings
         self._defaults = defaults
@@ -61,6 +73,8 @@ class CheckRunner:
             window_seconds=settings.check_batch_window_seconds,
             max_connectors=settings.check_batch_max_connectors,
             max_running=settings.check_max_running,
+            kind_cap_seconds=settings.resync_seconds,
+            kind_first_seconds=kind_first_seconds,
         )
 
     def enabled(self, check: CheckSpec) -> bool:
@@ -138,9 +152,21 @@ class CheckRunner:
         )
         return last.model_copy(update={"application": batch, "state": CheckState.QUEUED})
 
-    async def lost(self, namespace: str, last: LastCheck, uid: str) -> bool:
-        """A QUEUED check that no batch of this process holds and whose application does not
-        exist (the operator restarted before launching it): it must be requested again."""
+    async def lost(self, namespace: str, last: LastCheck, uid: str, check: CheckSpec | None = None) -> bool:
+        """Whether ``last`` must be requested again: a QUEUED check that no batch of this process
+        holds and whose application does not exist (the operator restarted before launching it),
+        or one refused because SparkApplications were not served that are served now (once: the
+        probe woke this object). Any other refused one for that reason waits on the kind from
+        here (after a restart, its status is all that is left of the refusal), unless ``check``
+        says checks are now off for it."""
+        if last.state == CheckState.NOT_SUBMITTED and list(last.reasons) == [NOT_SERVED]:
+            if check is not None and not self.enabled(check):
+                self.batches.kind.forget(uid)
+                return False
+            if self.batches.kind.take(uid):
+                return True
+            self.batches.kind.wait(uid)
+            return False
         if last.state != CheckState.QUEUED or self.batches.knows(last.application, uid):
             return False
         try:
@@ -258,6 +284,8 @@ class CheckRunner:
         outcome = self.batches.outcome(last.application)
         if outcome is not None and outcome.state == BatchState.REFUSED:
             reason = "; ".join(outcome.reasons)
+            if list(outcome.reasons) == [NOT_SERVED]:
+                reason = f"{reason}. {ASKS_AGAIN}"
             updated = last.model_copy(
                 update={
                     "state": CheckState.NOT_SUBMITTED,

@@ -4,7 +4,7 @@ Modelled on Strimzi's connector reconciler (GET, compare, PUT only on a real dif
 written only when it changed), with Connect's own validate endpoint as the gate in front of
 every write: an invalid config is reported and nothing is applied.
 
-Why ~1,000 lines in one module: it is the Connector's whole observe-plan-apply-report cycle
+Why ~1,200 lines in one module: it is the Connector's whole observe-plan-apply-report cycle
 (validate, act, settle, report, verbs, checks, delete) around one status model; the decisions
 themselves are pure and live in planning/ (connector, verbs, interruption, plugin_versions,
 secrets), what a change cost is observed and published by change_cost, so what is left here is
@@ -812,7 +812,7 @@ class ConnectorReconciler:
         trigger = again or ""
         if again is None and changes:
             trigger = f"generation {obj.generation}: " + ", ".join(type(a).__name__ for a in changes)
-        elif again is None and last is not None and await self._checks.lost(obj.namespace, last, obj.uid):
+        elif again is None and last is not None and await self._checks.lost(obj.namespace, last, obj.uid, spec.check):
             # queued by a process that is gone before its batch was launched: asked again
             trigger = last.trigger or f"generation {obj.generation}"
         if trigger:

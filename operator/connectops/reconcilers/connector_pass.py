@@ -17,8 +17,10 @@ extras. Here it is written once; a :class:`Trigger` says what differs, and nothi
   :class:`~connectops.concurrency.queues.Backlog` bounds it);
 - which lane its Connect calls take (a resync's go behind a user's change) and how its Events
   are worded (a resync that puts Connect back says drift; a change says it applied the spec);
-- who writes the status: kopf, from the handler's patch, for a change (its retry machinery
-  needs the error); this pass, before the lock is let go, for every other trigger.
+- who writes the status: the change handler, from what this pass returns, for a change (kopf's
+  retry machinery needs the error); this pass, before the lock is let go, for every other
+  trigger. Both through KubeClient.patch_status, whose StatusGuard makes a write the API server
+  refuses as invalid once per spec; a spec whose status stands refused is not acted on.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from connectops import metrics
-from connectops.adapters.kube import KubeClient, KubeObjectMissing
+from connectops.adapters.kube import KubeClient, KubeObjectMissing, StatusRefused
 from connectops.concurrency.lanes import background
 from connectops.concurrency.queues import Later
 from connectops.concurrency.slots import KeyedSlots
@@ -79,7 +81,7 @@ class Trigger(enum.Enum):
 @dataclass(frozen=True)
 class Published:
     """What a pass published: the status changes (written already unless the trigger is a
-    change, whose handler hands them to kopf) and the error kopf retries a change on."""
+    change, whose handler writes them) and the error kopf retries a change on."""
 
     changes: dict[str, Any]
     error: BaseException | None
@@ -145,6 +147,7 @@ class ConnectorPass:
         meta = body["metadata"]
         uid = meta["uid"]
         OBJECTS.forget("Connector", meta["namespace"], meta["name"], uid=uid)
+        self._kube.statuses.forget(meta["namespace"], "connectors", meta["name"])
         if self.later is not None:
             self.later.cancel(uid)
         async with self._locks[uid]:
@@ -156,6 +159,12 @@ class ConnectorPass:
 
     async def _pass(self, trigger: Trigger, body: Mapping[str, Any]) -> Published:
         """The pass itself, the object's lock held."""
+        meta = body.get("metadata") or {}
+        refused = self._kube.statuses.refused(str(meta.get("namespace") or ""), "connectors", meta["name"], meta)
+        if refused is not None and refused.spec_refused:
+            # the API server refused this spec's status (a rule added since the object was
+            # stored): the user was told once; nothing is applied until the spec is changed
+            return Published({}, None)
         corrected: list[str] = []
         emit = self._emitter(body)
 
@@ -197,7 +206,10 @@ class ConnectorPass:
             metrics.RECONCILE_ERRORS.labels(kind="Connector", error=type(outcome.error).__name__).inc()
         changes = status_patch(body.get("status") or {}, outcome.status)
         if changes and trigger is not Trigger.CHANGE:
-            await self._kube.patch_status(obj.namespace, "connectors", obj.name, changes)
+            try:
+                await self._kube.patch_status(obj.namespace, "connectors", obj.name, changes, meta=meta)
+            except StatusRefused:
+                return Published({}, outcome.error)  # told once (StatusGuard), not retried
         return Published(changes, outcome.error)
 
     def _slot(self, trigger: Trigger, body: Mapping[str, Any]) -> contextlib.AbstractAsyncContextManager[Any]:

@@ -133,4 +133,4 @@ class SecretRotation:
             )
         changes = status_patch(body.get("status") or {}, outcome.status)
         if changes:
-            await self._kube.patch_status(namespace, "connectclusters", name, changes)
+            await self._kube.patch_status(namespace, "connectclusters", name, changes, meta=body["metadata"])

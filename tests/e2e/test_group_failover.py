@@ -5,9 +5,13 @@ broker (``a``) to the session's broker (``b``, which also holds the Connect work
 configured by Connector objects (both brokers and the worker are tests/e2e/mm2_fixtures.py's,
 shared with the other MM2 modules); a consumer of G on ``a`` reads part of the topic and
 commits; MM2 checkpoints G to ``b``. Then the failover, and a consumer of G on ``b`` reading
-``a.orders-<run>`` from what it committed there; then the failback to ``a``, translated through
-the a -> b flow's offset syncs read in reverse (no b -> a flow: under the default replication
-policy a b -> a flow never mirrors ``a.orders-<run>`` back, so it has no syncs of it).
+``a.orders-<run>`` from what it committed there. While G runs on ``b`` it also writes and reads
+a topic of ``b``'s own; a real b -> a flow (MirrorSourceConnector and MirrorCheckpointConnector
+on the same worker, Connector objects too) mirrors that topic to ``a`` and checkpoints G's
+position on it, and shows what it does not do: mirror ``a.orders-<run>`` back, or checkpoint G's
+position there (MirrorSourceConnector.isCycle; no sync for OffsetSyncStore to translate with).
+So the failback to ``a`` is translated through the a -> b flow's offset syncs read in reverse;
+G's position on ``b``'s own topic moves by a failover through the b -> a flow's checkpoints.
 
 Truth is read from the clusters, never from the failover's status: which records each consumer
 read (by content), G's committed offsets on ``b`` (OffsetFetch), MM2's checkpoints and offset
@@ -27,19 +31,37 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.e2e.conftest import K8s, wait_for
-from tests.e2e.mm2_fixtures import COMMITTED, UPSTREAM, cluster_a, mm2_worker, start_flow
+from connectops.models import GROUP
+from tests.e2e.conftest import ConnectREST, K8s, wait_for
+from tests.e2e.mm2_fixtures import CLUSTER, COMMITTED, UPSTREAM, Flow, cluster_a, mm2_worker, start_flow
 from tests.e2e.test_plan import _object, _plan
-from tests.env.mm2 import OffsetSync, group_offsets, translate_downstream
+from tests.env.mm2 import (
+    MIRROR_CHECKPOINT,
+    MIRROR_SOURCE,
+    Checkpoint,
+    OffsetSync,
+    consume_and_commit,
+    decode_checkpoint,
+    group_offsets,
+    mirror_configs,
+    offset_syncs,
+    read_records,
+    translate_downstream,
+    values_by_partition,
+)
+from tests.env.records import batching_producer
 from tests.env.servers import ConnectWorker, KafkaBroker
 
 pytestmark = pytest.mark.timeout(300)
 __all__ = ["cluster_a", "mm2_worker"]  # the shared MM2 fixtures (tests/e2e/mm2_fixtures.py)
 
 ALLOWLIST_ENV = "CONNECTOPS_FAILOVER_GROUPS"
+#: records the application writes to b's own topic while it runs there, and what it processed
+LOCAL = {0: 5, 1: 4}
+LOCAL_COMMITTED = {0: 3, 1: 2}
 
 
 def cluster_access(broker: KafkaBroker) -> dict[str, Any]:
@@ -129,9 +151,10 @@ def test_failover_and_failback_move_the_group_with_no_record_lost_and_the_planne
 ) -> None:
     """Refusals first (each with nothing written on ``b``): a group outside the namespace's list,
     a group MM2 never checkpointed, a dry run, a member of G on ``b``; then the failover, a
-    consumer of G on ``b`` reading the rest; the failback to ``a`` from where G committed on
-    ``b``, and a consumer of G on ``a`` reading the rest; the restore of G's previous offsets on
-    ``b``."""
+    consumer of G on ``b`` reading the rest; the b -> a flow, the failback refused while it syncs
+    G, then the failback to ``a`` from where G committed on ``b``, and a consumer of G on ``a``
+    reading the rest; G's position on ``b``'s own topic moved through the b -> a flow; the
+    restore of G's previous offsets on ``b``."""
     a, b = cluster_a, kafka
     # MM2's group sync off: it would overwrite the failover (the second test shows it refused)
     flow = start_flow(k8s, a, b, mm2_worker, groups=["app-{run}", "other-{run}"], group_sync=False)
@@ -237,16 +260,76 @@ def test_failover_and_failback_move_the_group_with_no_record_lost_and_the_planne
 
     backup = status["backup"]
 
-    # 6. failback: the application on b committed these; G moves back to a through the flow's
-    # offset syncs read in reverse, exactly (no record read twice)
+    # 6. the application runs on b: it processed a.<topic> up to on_b, and it writes and reads a
+    # topic of b's own (named <topic> too, as an application keeps its topic names on failover)
     on_b = {0: 8, 1: 5}
     admin_b.alter_consumer_group_offsets([_group_request(group, remote, on_b)])[group].result(timeout=30)
+    local = _produce(b, topic, LOCAL)
+    assert consume_and_commit(b.bootstrap, group, topic, LOCAL_COMMITTED) == {
+        p: local[p][:n] for p, n in LOCAL_COMMITTED.items()
+    }
+    # the b -> a flow, started after G committed on b (MM2 lists topics and groups when its
+    # connectors start), with MM2's group sync of G on at an hour: nothing writes a in the test
+    back = _start_back_flow(k8s, flow, topics=[topic, remote], sync_interval_s=3600)
+    local_remote = f"{flow.target_alias}.{topic}"  # b.<topic> on a
+    wait_for(lambda: values_by_partition(read_records(a.bootstrap, local_remote)) == local, 90, "b's topic on a")
+    # the b -> a flow's syncs (on b, offset-syncs.topic.location=source) are of b's own topic
+    # only: MirrorSourceConnector.isCycle skips a.<topic> (its source is the flow's target)
+    back_syncs_topic = f"mm2-offset-syncs.{flow.source_alias}.internal"
+    assert offset_syncs(b.bootstrap, back_syncs_topic, remote) == {}
+    on_a = {t for t in AdminClient(a.admin_config()).list_topics(timeout=15).topics if t.startswith(flow.target_alias)}
+    assert on_a == {local_remote, f"{flow.target_alias}.checkpoints.internal"}  # no b.a.<topic>, no b.heartbeats
+    back_checkpoints_topic = f"{flow.target_alias}.checkpoints.internal"
+
+    def back_checkpointed() -> dict[tuple[str, int], Checkpoint] | None:
+        records = read_records(a.bootstrap, back_checkpoints_topic)
+        latest = {(c.topic, c.partition): c for c in map(decode_checkpoint, records) if c.group == group}
+        upstream = {tp: c.upstream for tp, c in latest.items()}
+        return latest if upstream == {(local_remote, p): n for p, n in LOCAL_COMMITTED.items()} else None
+
+    # MM2's checkpoints of G on a: of b's own topic, renamed <topic> -> b.<topic>, translated by
+    # the flow's syncs; none of a.<topic> (which MirrorCheckpointTask.renameTopicPartition would
+    # name <topic>): OffsetSyncStore.translateDownstream has no sync for it, and the task skips it
+    back_cps = wait_for(back_checkpointed, 60, "the b -> a flow's checkpoints of G")
+    local_syncs = offset_syncs(b.bootstrap, back_syncs_topic, topic)
+    for p, n in LOCAL_COMMITTED.items():
+        assert back_cps[(local_remote, p)].downstream == translate_downstream(local_syncs[p], n)
+    every = [decode_checkpoint(r) for r in read_records(a.bootstrap, back_checkpoints_topic)]
+    assert {c.topic for c in every if c.group == group} == {local_remote}
+
+    # 7. MM2's b -> a group sync covers G: the failback is refused, nothing written on a
+    before = _all_offsets(a, group)
+    status = failover(k8s, "back-synced", {**spec, "action": "failback"})
+    assert status["phase"] == "Refused", status
+    reason = f"sync.group.offsets.enabled on {back.names['checkpoint']}"
+    assert reason in status["message"]
+    (condition,) = [c for c in status["conditions"] if c["type"] == "Succeeded"]
+    assert (condition["status"], condition["reason"]) == ("False", "Refused")
+    wait_for(
+        lambda: [e for e in k8s.events("back-synced") if e.reason == "FailoverRefused" and reason in e.message],
+        30,
+        "the refusal's Event",
+    )
+    assert _all_offsets(a, group) == before
+    assert not status.get("backup")
+    assert not [
+        cm
+        for cm in k8s.core.list_namespaced_config_map(k8s.ns).items
+        if (cm.metadata.annotations or {}).get(f"{GROUP}/group-failover") == "back-synced"
+    ]
+    # as the refusal says: MM2's sync of G off on the b -> a checkpoint connector (its Connector)
+    back.set_checkpoint_config({"sync.group.offsets.enabled": "false"})
+
+    # 8. failback: G moves back to a through the a -> b flow's offset syncs read in reverse,
+    # exactly (no record read twice): the only translation there is (no b -> a checkpoint of it)
     syncs = flow.syncs()
-    back_on_a = {p: _upstream_of(syncs[p], d) for p, d in on_b.items()}
+    held = read_records(b.bootstrap, remote)
+    back_on_a = {p: _upstream_of(syncs[p], [r.offset for r in held if r.partition == p], d) for p, d in on_b.items()}
     status = failover(k8s, "back", {**spec, "action": "failback"})
     assert status["phase"] == "Succeeded", status
     assert status["plan"]["rereadTotal"] == 0
-    assert group_offsets(a.bootstrap, group, topic, 2) == back_on_a
+    # on a: G's offsets of <topic>, and only those (b's own topic is the b -> a flow's: step 9)
+    assert _all_offsets(a, group) == {(topic, p): o for p, o in back_on_a.items()}
     read_again_on_a = read_rest_as_group(a.bootstrap, group, topic, ends)
     for p, values in flow.produced.items():
         processed_on_b = read_on_b[p][: len(read_on_b[p]) - (ends[p] - on_b[p])]
@@ -258,7 +341,29 @@ def test_failover_and_failback_move_the_group_with_no_record_lost_and_the_planne
         (topic, p): o for p, o in COMMITTED.items()
     }
 
-    # 7. restore: G's offsets on b are back to those before the failover, read from the backup
+    # 9. b's own topic: a failover through the b -> a flow's checkpoints (MM2's forward
+    # translation, so the records between the sync and G's offset are read again)
+    back_spec = {
+        **spec,
+        "checkpointConnector": back.names["checkpoint"],
+        "sourceCluster": cluster_access(b),
+        "targetCluster": cluster_access(a),
+        "topics": [topic],
+    }
+    status = failover(k8s, "local-to-a", back_spec)
+    assert status["phase"] == "Succeeded", status
+    local_plan = {e["partition"]: e for e in status["plan"]["sample"]}
+    assert {p: (e["targetTopic"], e["targetOffset"]) for p, e in local_plan.items()} == {
+        p: (local_remote, back_cps[(local_remote, p)].downstream) for p in LOCAL
+    }
+    read_local_on_a = read_rest_as_group(a.bootstrap, group, local_remote, dict(LOCAL))
+    for p, values in local.items():
+        twice = len(set(values[: LOCAL_COMMITTED[p]]) & set(read_local_on_a[p]))
+        assert values[: LOCAL_COMMITTED[p]] + read_local_on_a[p][twice:] == values, p
+        assert twice == local_plan[p]["reread"], p
+    assert status["plan"]["rereadTotal"] == sum(e["reread"] for e in local_plan.values())
+
+    # 10. restore: G's offsets on b are back to those before the failover, read from the backup
     doc = json.loads(k8s.core.read_namespaced_config_map(backup, k8s.ns).data["backup.json"])
     assert {(o["topic"], o["partition"]): o["offset"] for o in doc["offsets"]} == {
         (remote, p): o for p, o in previous.items()
@@ -268,17 +373,85 @@ def test_failover_and_failback_move_the_group_with_no_record_lost_and_the_planne
     assert group_offsets(b.bootstrap, group, remote, 2) == previous
 
 
-def _upstream_of(syncs: list[OffsetSync], downstream: int) -> int:
+def _upstream_of(syncs: list[OffsetSync], offsets: list[int], downstream: int) -> int:
     """The source offset of a target offset from MM2's syncs (decoded by tests/env/mm2): the
-    latest sync at or before it, plus the distance (MM2 writes a sync wherever upstream skips)."""
+    latest sync at or before it, plus the records of the remote topic (their ``offsets``) from
+    the sync up to it (MM2 writes a sync wherever upstream skips, not where downstream does)."""
     sync = [s for s in syncs if s.downstream <= downstream][-1]
-    return sync.upstream + downstream - sync.downstream
+    return sync.upstream + len([o for o in offsets if sync.downstream <= o < downstream])
 
 
 def _group_request(group: str, topic: str, offsets: dict[int, int]) -> Any:
-    from confluent_kafka import ConsumerGroupTopicPartitions
-
     return ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p, o) for p, o in offsets.items()])
+
+
+def _all_offsets(broker: KafkaBroker, group: str) -> dict[tuple[str, int], int]:
+    """Every committed offset of ``group`` on ``broker`` (OffsetFetch of all its partitions)."""
+    admin = AdminClient(broker.admin_config())
+    answer = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(timeout=30)
+    return {(tp.topic, tp.partition): tp.offset for tp in answer.topic_partitions if tp.offset >= 0}
+
+
+def _produce(broker: KafkaBroker, topic: str, counts: dict[int, int]) -> dict[int, list[bytes]]:
+    admin = AdminClient(broker.admin_config())
+    admin.create_topics([NewTopic(topic, len(counts), 1)])[topic].result(timeout=15)
+    broker.wait_for_leaders(topic, len(counts))
+    values = {p: [f"b{p}-{i}".encode() for i in range(n)] for p, n in counts.items()}
+    producer = batching_producer(broker.bootstrap)
+    for p, records in values.items():
+        for value in records:
+            producer.produce(topic, key=value, value=value, partition=p)
+    assert producer.flush(15) == 0
+    return values
+
+
+class BackFlow:
+    """The MM2 flow b -> a on the shared worker: MirrorSourceConnector and MirrorCheckpointConnector
+    (no heartbeats: nothing needs them back on a), Connector objects as the a -> b flow's."""
+
+    def __init__(self, k8s: K8s, flow: Flow, names: dict[str, str], configs: dict[str, dict[str, str]]) -> None:
+        self.k8s, self.flow, self.names, self.configs = k8s, flow, names, configs
+        self.rest = ConnectREST(flow.worker)
+
+    def set_checkpoint_config(self, changes: dict[str, str]) -> None:
+        """Change the checkpoint connector's Connector object; returns once the worker runs it."""
+        config = self.configs["checkpoint"] = {**self.configs["checkpoint"], **changes}
+        self.k8s.patch_spec("connectors", self.names["checkpoint"], {"config": config})
+        wanted = config.items()
+        wait_for(lambda: wanted <= self.rest.config(self.names["checkpoint"]).items(), 60, "the changed config")
+        wait_for(lambda: self.rest.state(self.names["checkpoint"]) == "RUNNING", 60, "the checkpoint connector")
+
+
+def _start_back_flow(k8s: K8s, flow: Flow, *, topics: list[str], sync_interval_s: int) -> BackFlow:
+    """b -> a with explicit ``topics`` and the flow's group, MM2's group sync of it on at
+    ``sync_interval_s``; returns once both connectors are Ready."""
+    configs = mirror_configs(
+        source_alias=flow.target_alias,
+        target_alias=flow.source_alias,
+        source_bootstrap=flow.b.bootstrap,
+        target_bootstrap=flow.a.bootstrap,
+        topics=",".join(topics),
+        groups=flow.group,
+    )
+    configs["checkpoint"]["sync.group.offsets.interval.seconds"] = str(sync_interval_s)
+    names = {"source": f"mm2-back-source-{flow.run}", "checkpoint": f"mm2-back-checkpoint-{flow.run}"}
+    classes = {"source": MIRROR_SOURCE, "checkpoint": MIRROR_CHECKPOINT}
+    for role, name in names.items():
+        spec = {
+            "clusterRef": {"name": CLUSTER},
+            "class": classes[role],
+            "tasksMax": 1,
+            "config": configs[role],
+            # Connect writes a source connector's records with the worker's producer, to the
+            # worker's cluster (b): MM2's target.cluster.bootstrap.servers serves only its admin
+            # and target-side clients, so records and checkpoints for a need the override
+            "producerOverrides": {"config": {"bootstrap.servers": flow.a.bootstrap}},
+            "check": {"enabled": False},
+        }
+        k8s.create("connectors", name, spec, "Connector")
+    for name in names.values():
+        k8s.wait_condition("connectors", name, "Ready", "True", timeout=120)
+    return BackFlow(k8s, flow, names, {role: configs[role] for role in names})
 
 
 def test_failover_refused_while_mm2_syncs_the_group_itself(

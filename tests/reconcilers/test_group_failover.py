@@ -37,6 +37,7 @@ class Kafka:
         self.writes: list[dict[TP, int]] = []
         self.join_before_write = False
         self.drop_on_write: TP | None = None
+        self.counted: list[tuple[str, dict[int, tuple[int, int]]]] = []
 
     def group_offsets(self, group: str) -> dict[TP, int]:
         return dict(self.offsets)
@@ -58,6 +59,12 @@ class Kafka:
 
     def read_topic(self, topic: str) -> list[TopicRecord] | None:
         return self.topics.get(topic)
+
+    def count_records(self, topic: str, ranges: Mapping[int, tuple[int, int]]) -> dict[int, int]:
+        # KafkaOffsets.count_records: the records there (a transaction marker's offset holds none)
+        self.counted.append((topic, dict(ranges)))
+        held = self.topics.get(topic) or []
+        return {p: sum(r.partition == p and a <= r.offset < z for r in held) for p, (a, z) in ranges.items()}
 
     def watermarks(self, topic: str, *, read_committed: bool = False) -> dict[int, tuple[int, int]]:
         return {0: (0, 20)}
@@ -244,7 +251,7 @@ def test_restore_puts_back_exactly_the_backup(now_ms: int) -> None:
 def test_failback_writes_on_the_source_and_backs_up_the_source_offsets(now_ms: int) -> None:
     source, target, kube, connect = world(now_ms)
     target.offsets = {("a.orders", 0): 12}
-    # a b -> a flow syncing the group into a would overwrite the failback
+    # a b -> a flow syncing the group into a: MM2 would write the group there too
     connect.configs["back-cp"] = {**CHECKPOINT, "source.cluster.alias": "b", "sync.group.offsets.enabled": "true"}
     run(reconciler(source, target, kube, connect), body(action="failback"))
     assert "sync.group.offsets.enabled on back-cp" in kube.statuses[-1]["message"]
@@ -253,10 +260,15 @@ def test_failback_writes_on_the_source_and_backs_up_the_source_offsets(now_ms: i
     run(reconciler(source, target, kube, connect), body(action="failback"))
     assert "app@a" in kube.statuses[-1]["message"]
     source.members = []
+    # a.orders as an exactly-once MM2 worker writes it: a transaction marker at offset 5, so the
+    # 12 offsets from the sync (0 -> 0) to the group's hold 11 records, the sources 0..10
+    target.topics["a.orders"] = [TopicRecord(0, o, b"k", b"v", now_ms) for o in range(13) if o != 5]
     run(reconciler(source, target, kube, connect), body(action="failback"))
     status = kube.statuses[-1]
     assert status["phase"] == "Succeeded", status
-    assert source.writes == [{("orders", 0): 12}]
+    assert target.counted[-1] == ("a.orders", {0: (0, 12)})
+    assert source.writes == [{("orders", 0): 11}]
+    assert (status["plan"]["rereadTotal"], status["plan"]["sample"][0]["reread"]) == (1, 1)
     assert target.writes == []
     doc = json.loads(kube.config_maps[status["backup"]].data["backup.json"])
     assert (doc["cluster"], doc["offsets"]) == ("a:9092", [{"topic": "orders", "partition": 0, "offset": 6}])

@@ -188,20 +188,52 @@ def test_failback_reads_the_syncs_in_reverse() -> None:
     # MM2 syncs at the first record and wherever the upstream skips: 0 -> 0, then upstream 10
     # (a transaction marker at 9) at downstream 9
     syncs = [OffsetSync("orders", 0, 0, 0), OffsetSync("orders", 0, 10, 9)]
-    assert [gf.upstream_of(syncs, d) for d in (0, 5, 8, 9, 12)] == [0, 5, 8, 10, 13]
+    assert [gf.failback_sync(syncs, d) for d in (0, 8, 9, 12)] == [syncs[0], syncs[0], syncs[1], syncs[1]]
     # a rewind (the flow was reset and replicates again) drops the syncs before it
     rewound = [*syncs, OffsetSync("orders", 0, 0, 20)]
-    assert gf.upstream_of(rewound, 5) is None
-    assert gf.upstream_of(rewound, 25) == 5
+    assert gf.failback_sync(rewound, 5) is None
+    assert gf.failback_sync(rewound, 25) == rewound[-1]
+    committed = {("a.orders", 0): 12, ("a.orders", 1): 4, ("local", 0): 3}
+    by_tp = {("orders", 0): syncs, ("orders", 1): [OffsetSync("orders", 1, 7, 4)]}
+    # what the target's remote topic is read for: from the sync to the group, past the sync only
+    ranges = gf.failback_ranges(flow=FLOW, committed=committed, syncs=by_tp)
+    assert ranges == {("a.orders", 0): (9, 12)}
+    assert gf.failback_ranges(flow=FLOW, committed=committed, syncs=by_tp, topics=["other"]) == {}
     result = gf.plan_failback(
         flow=FLOW,
         group="g",
-        committed={("a.orders", 0): 12, ("local", 0): 3},
-        syncs={("orders", 0): syncs},
-        source_ends={("orders", 0): (0, 20)},
+        committed=committed,
+        syncs=by_tp,
+        records={("a.orders", 0): 3},
+        source_ends={("orders", 0): (0, 20), ("orders", 1): (0, 20)},
     )
-    assert result.target_offsets == {("orders", 0): 13}
-    assert [m.topic for m in result.moves] == ["a.orders"]
+    assert result.target_offsets == {("orders", 0): 13, ("orders", 1): 7}
+    assert [(m.topic, m.reread) for m in result.moves] == [("a.orders", 0), ("a.orders", 0)]
+    assert result.reread_total == 0
+
+
+def test_failback_counts_records_where_the_remote_topic_skips_offsets() -> None:
+    # an exactly-once MM2 worker: a transaction marker after each transaction in a.orders, which
+    # MM2 does not sync (only upstream skips are): 2 of the 6 offsets after the sync are markers
+    syncs = {("orders", 0): [OffsetSync("orders", 0, 100, 50)]}
+    committed = {("a.orders", 0): 56}
+    plan = gf.plan_failback(
+        flow=FLOW,
+        group="g",
+        committed=committed,
+        syncs=syncs,
+        records={("a.orders", 0): 4},
+        source_ends={("orders", 0): (0, 200)},
+    )
+    # 104, not 106 (100 + 56 - 50 would skip the two records the group never read)
+    assert plan.target_offsets == {("orders", 0): 104}
+    # at most the offsets that held no record are read again (markers: none; compacted: each)
+    assert plan.reread_total == 2
+    # a range not counted counts none: at the sync, all read again rather than one skipped
+    uncounted = gf.plan_failback(
+        flow=FLOW, group="g", committed=committed, syncs=syncs, records={}, source_ends={("orders", 0): (0, 200)}
+    )
+    assert (uncounted.target_offsets, uncounted.reread_total) == ({("orders", 0): 100}, 6)
 
 
 @pytest.mark.parametrize(
@@ -219,6 +251,7 @@ def test_failback_refusals(syncs: list[OffsetSync], ends: tuple[int, int], words
             group="g",
             committed={("a.orders", 0): 12},
             syncs={("orders", 0): syncs},
+            records={("a.orders", 0): 12},
             source_ends={("orders", 0): ends},
         )
     assert words in str(caught.value)

@@ -28,7 +28,10 @@ source has gaps there: transaction markers, compacted records). Plus what the gr
 the source after the checkpoint (``committed - checkpoint.upstream``), again at most.
 
 Failback (:func:`plan_failback`) reads the same flow's offset syncs in reverse (see
-:func:`upstream_of`). One module (~530 lines): the translation, the refusals, MM2's record
+:func:`plan_failback`): a ``b -> a`` flow has no checkpoints of the group's ``a.<topic>``
+positions (its MirrorSourceConnector skips a topic whose source is its target, ``isCycle``, so
+OffsetSyncStore has no sync to translate them and MirrorCheckpointTask emits none). One module
+(~580 lines): the translation, the refusals, MM2's record
 formats and config, and the backup format are one contract with connect-mirror, kept together so
 that a change of MM2's semantics is made in one place.
 """
@@ -339,18 +342,35 @@ def _since_rewind(syncs: Iterable[OffsetSync]) -> list[OffsetSync]:
     return kept
 
 
-def upstream_of(syncs: Iterable[OffsetSync], downstream: int) -> int | None:
-    """The source offset of target offset ``downstream``, from the a -> b flow's syncs read in
-    reverse: ``sync.upstream + (downstream - sync.downstream)`` with the latest sync at or before
-    it. Exact: MirrorSourceTask writes a sync whenever the upstream offsets skip one
-    (OffsetSyncWriter.PartitionState.update, connect-mirror 4.3.1: ``skippedUpstreamRecord``),
-    so between two syncs both sides advance one record at a time. None when every sync is past
-    it (the syncs before were compacted away: the topic keeps the latest per partition)."""
+def failback_sync(syncs: Iterable[OffsetSync], downstream: int) -> OffsetSync | None:
+    """The sync a failback translates target offset ``downstream`` from (:func:`plan_failback`):
+    the latest at or before it, after the last rewind; None when every sync is past it (the syncs
+    before were compacted away: the topic keeps the latest per partition)."""
     before = [s for s in _since_rewind(syncs) if s.downstream <= downstream]
-    if not before:
-        return None
-    sync = before[-1]
-    return sync.upstream + (downstream - sync.downstream)
+    return before[-1] if before else None
+
+
+def failback_ranges(
+    *,
+    flow: CheckpointFlow,
+    committed: Mapping[TopicPartition, int],
+    syncs: Mapping[TopicPartition, list[OffsetSync]],
+    topics: Iterable[str] = (),
+) -> dict[TopicPartition, tuple[int, int]]:
+    """The records of the target's remote topics a failback counts (see :func:`plan_failback`):
+    per partition of ``<sourceAlias>.<topic>`` the group committed on (``<topic>`` within
+    ``topics`` when given), past its sync, ``{(remote topic, partition): (sync's downstream
+    offset, the group's offset)}``."""
+    prefix = f"{flow.source_alias}{flow.separator}"
+    wanted = set(topics)
+    out: dict[TopicPartition, tuple[int, int]] = {}
+    for (remote, partition), offset in committed.items():
+        if not remote.startswith(prefix) or (wanted and remote[len(prefix) :] not in wanted):
+            continue
+        sync = failback_sync(syncs.get((remote[len(prefix) :], partition), []), offset)
+        if sync is not None and sync.downstream < offset:
+            out[(remote, partition)] = (sync.downstream, offset)
+    return out
 
 
 def plan_failback(
@@ -359,14 +379,33 @@ def plan_failback(
     group: str,
     committed: Mapping[TopicPartition, int],
     syncs: Mapping[TopicPartition, list[OffsetSync]],
+    records: Mapping[TopicPartition, int],
     source_ends: Mapping[TopicPartition, tuple[int, int]],
     topics: Iterable[str] = (),
 ) -> FailoverPlan:
     """Move the group back from the target to the source: per partition of a remote topic
-    (``<sourceAlias>.<topic>``) it committed on the target, the source offset of that position.
+    (``<sourceAlias>.<topic>``) it committed on the target at ``D``, the source offset of that
+    position from the a -> b flow's syncs read in reverse: ``sync.upstream + n``, with the latest
+    sync at or before ``D`` (:func:`failback_sync`) and ``n`` the records the remote topic holds
+    from the sync's downstream offset up to ``D``.
+
+    Counted, not subtracted: MirrorSourceTask writes a sync whenever the UPSTREAM offsets skip
+    one (OffsetSyncWriter.PartitionState.update, connect-mirror 4.3.1: ``skippedUpstreamRecord``),
+    so between two syncs every source offset is one record, in order; the DOWNSTREAM offsets may
+    skip without a sync (a transaction marker after each transaction when the MM2 worker runs
+    exactly-once source support), and ``sync.upstream + (D - sync.downstream)`` would then land
+    past records the group never read.
+
+    ``records``: per range of :func:`failback_ranges` (by remote topic-partition), how many
+    records the target holds there (transaction markers and aborted records are none; a range
+    not counted counts none: the group reads those offsets again rather than skip one).
     ``source_ends``: the source topics' (log start, end offset) per partition. Refused (with the
     partitions) when no sync translates a position, or the source no longer (or not yet) holds
-    the record there: retention ran past it, or the source lost records the group read."""
+    the record there: retention ran past it, or the source lost records the group read.
+
+    ``reread`` is the offsets of the range that held no record: 0 on a remote topic without gaps
+    (exact); else at most that many records read again (a compacted-away record between is one;
+    a transaction marker is none)."""
     prefix = f"{flow.source_alias}{flow.separator}"
     wanted = set(topics)
     chosen = {
@@ -379,24 +418,28 @@ def plan_failback(
     untranslated, outside = [], []
     moves = []
     for (topic, partition), offset in sorted(chosen.items()):
-        upstream = upstream_of(syncs.get((topic, partition), []), offset)
-        if upstream is None:
+        remote = flow.remote_topic(topic)
+        sync = failback_sync(syncs.get((topic, partition), []), offset)
+        if sync is None:
             untranslated.append((topic, partition))
             continue
+        distance = offset - sync.downstream
+        held = min(distance, records.get((remote, partition), 0)) if distance else 0
+        upstream = sync.upstream + held
         start, end = source_ends.get((topic, partition), (0, -1))
         if not start <= upstream <= end:
             outside.append((topic, partition))
             continue
         moves.append(
             PartitionMove(
-                topic=flow.remote_topic(topic),
+                topic=remote,
                 partition=partition,
                 source_offset=offset,
                 target_topic=topic,
                 target_offset=upstream,
                 checkpoint_upstream=None,
                 checkpoint_age_seconds=None,
-                reread=0,
+                reread=distance - held,
             )
         )
     if untranslated:
@@ -489,6 +532,8 @@ __all__ = [
     "checkpoint_flow",
     "decode_checkpoint",
     "decode_offset_sync",
+    "failback_ranges",
+    "failback_sync",
     "group_allowed",
     "latest_checkpoints",
     "mm2_syncs_group",
@@ -496,7 +541,6 @@ __all__ = [
     "plan_failback",
     "plan_failover",
     "read_backup",
-    "upstream_of",
 ]
 
 

@@ -25,10 +25,11 @@ API server failures before the write are retried by kopf; a read-back that disag
 write ends it as Failed, naming the backup to restore.
 
 A failback runs the same pass the other way: the group's offsets on the target's remote topics
-are translated back through the flow's offset syncs (planning.group_failover.plan_failback) and
+are translated back through the flow's offset syncs (planning.group_failover.plan_failback, with
+the remote topic's records between each sync and the group's offset counted on the target) and
 written on the source. A restore writes a backup back where it was taken.
 
-One module (~480 lines) because it is one pass over one object: its steps share the spec, the
+One module (~500 lines) because it is one pass over one object: its steps share the spec, the
 status and the clients, and apart they would only pass them along.
 """
 
@@ -62,6 +63,7 @@ from connectops.planning import group_failover as planning
 from connectops.planning.group_failover import FailoverRefused, TopicPartition
 from connectops.reconcilers.clusters import ClusterRegistry
 from connectops.reconcilers.common import EmitEvent
+from connectops_rules import mm2
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +80,7 @@ class GroupKafka(Protocol):
     def alter_group_offsets(self, group: str, offsets: Mapping[TopicPartition, int]) -> None: ...
     def delete_group(self, group: str) -> bool: ...
     def read_topic(self, topic: str) -> list[TopicRecord] | None: ...
+    def count_records(self, topic: str, ranges: Mapping[int, tuple[int, int]]) -> dict[int, int]: ...
     def watermarks(self, topic: str, *, read_committed: bool = False) -> dict[int, tuple[int, int]]: ...
 
 
@@ -272,7 +275,7 @@ class GroupFailoverReconciler:
                 continue
             other_config = await client.get_config(other) or {}
             if (
-                other_config.get("connector.class", "").endswith("MirrorCheckpointConnector")
+                mm2.role_by_class(other_config.get("connector.class", "")) is mm2.Mm2Role.CHECKPOINT
                 and other_config.get("source.cluster.alias") in sources
                 and planning.mm2_syncs_group(other_config, spec.group)
             ):
@@ -344,8 +347,23 @@ class GroupFailoverReconciler:
             except TopicMissing:
                 continue  # refused by the plan, by partition
             ends.update({(topic, p): m for p, m in marks.items()})
+        # the records of the remote topics between each sync and the group's offset, counted on
+        # the target (its offsets there may skip: transaction markers; see plan_failback)
+        ranges = planning.failback_ranges(flow=flow, committed=committed, syncs=syncs, topics=spec.topics)
+        records: dict[TopicPartition, int] = {}
+        for remote in sorted({t for t, _ in ranges}):
+            counted = await asyncio.to_thread(
+                target.count_records, remote, {p: r for (t, p), r in ranges.items() if t == remote}
+            )
+            records.update({(remote, p): n for p, n in counted.items()})
         return planning.plan_failback(
-            flow=flow, group=spec.group, committed=committed, syncs=syncs, source_ends=ends, topics=spec.topics
+            flow=flow,
+            group=spec.group,
+            committed=committed,
+            syncs=syncs,
+            records=records,
+            source_ends=ends,
+            topics=spec.topics,
         )
 
     @staticmethod

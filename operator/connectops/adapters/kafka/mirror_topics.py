@@ -9,6 +9,7 @@ format is the planner's (connectops.planning.group_failover), which knows what a
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from confluent_kafka import Message
@@ -61,6 +62,45 @@ class MirrorTopics(TopicReader, TopicAdmin):
                 ),
             )
         return sorted(out, key=lambda r: (r.partition, r.offset))
+
+    def count_records(self, topic: str, ranges: Mapping[int, tuple[int, int]]) -> dict[int, int]:
+        """How many records ``topic`` holds in each partition's ``[start, end)`` of ``ranges``
+        (read committed: transaction markers and aborted records are none), within the log now
+        (log start to last stable offset); 0 for a partition or topic that is not there. A
+        failback counts a few records of a remote topic this way (MM2's syncs are at most
+        ``offset.lag.max`` records apart)."""
+        operation = f"count records of topic {topic!r}"
+        counts = dict.fromkeys(ranges, 0)
+        try:
+            marks = self.watermarks(topic, read_committed=True)
+        except TopicMissing:
+            return counts
+        windows: dict[int, tuple[int, int]] = {}
+        for p, (start, end) in ranges.items():
+            low, high = marks.get(p, (0, 0))
+            if min(end, high) > max(start, low):
+                windows[p] = (max(start, low), min(end, high))
+
+        def take(batch: list[Message]) -> None:
+            for msg in batch:
+                partition, offset = int(msg.partition() or 0), int(msg.offset() or 0)
+                start, end = windows.get(partition, (0, 0))
+                if start <= offset < end:
+                    counts[partition] += 1
+
+        if windows:
+            budget = self.read_timeout_s
+            self._read_to_end(
+                topic,
+                windows,
+                take,
+                budget=budget,
+                operation=operation,
+                stalled=lambda read, _unfinished: (
+                    f"{operation}: not read to the end after {budget:.0f}s ({read} records)"
+                ),
+            )
+        return counts
 
 
 __all__ = ["MirrorTopics", "TopicRecord"]

@@ -1,35 +1,40 @@
-"""An upgrade from the previous chart version with a reset in flight: nothing lost, the reset finishes.
+"""An upgrade from the previous version with a reset in flight: nothing lost, the reset finishes.
 
-The previous version is tests/helm/fixtures/previous-chart.tgz, the chart as of an earlier
-commit (named in the archive's header), packaged by scripts/previous-chart-fixture.py: no git
-history is read here. On an API server of its own (the suite's has the current CRDs):
+The previous version is tests/helm/fixtures/previous-chart.tgz and previous-operator.tgz, the
+chart and the operator's code (operator/connectops/) as of an earlier commit (named in both
+archives' headers), packaged by scripts/previous-chart-fixture.py: no git history is read here.
+On an API server of its own (the suite's has the current CRDs):
 
 1. ``helm install`` of the previous chart (its crds/ and its objects, through Helm's SDK);
-2. the operator as that release's Deployment starts it (command, arguments, environment,
-   ServiceAccount, as read back from the API server) runs an alter OffsetReset and dies mid-way,
-   at the failpoint after the offsets call was sent and before its completion was recorded (a
-   rollout's kill of the old pod at the worst moment); the reset is stored at the previous schema;
+2. the previous operator code (the extracted archive first on PYTHONPATH, the venv's
+   dependencies), as that release's Deployment starts it (command, arguments, environment,
+   ServiceAccount, as read back from the API server), runs an alter OffsetReset and dies
+   mid-way, at its own failpoint after the offsets call was sent and before its completion was
+   recorded (a rollout's kill of the old pod at the worst moment): the status, the plan, the
+   backup ConfigMap, the reset's lock and the leader-election Lease are the old code's;
 3. the upgrade as docs/install.md says: ``helm show crds <chart> | kubectl apply --server-side
    -f -`` (the new chart's crds/ through Helm's SDK, server-side applied), then ``helm upgrade``
    of the release to the new chart; every stored object is read and written again at the new
    schema, including ones the new schema's CEL rules would refuse today;
-4. a new operator process, as the upgraded Deployment starts it, takes the Lease over and
-   finishes the reset;
+4. a new operator process (this commit's code), as the upgraded Deployment starts it, takes
+   the leader-election Lease over and finishes the reset from the old code's records: the steps
+   it recorded Done are not run again, the backup it wrote is the one kept (never rewritten,
+   no second one), its lock is released;
 5. the ``crds.enabled`` templates under Helm: adopted, and kept by the uninstall.
 
 Truth from the system: Connect's GET /offsets while the reset is held and after it, the topic's
 records on the broker, the backup ConfigMaps and Leases on the API server.
-
-Not run: the previous version's operator code. Both processes are this commit's (the first one
-under the previous release's RBAC, arguments and environment, writing to the previous schema,
-which prunes the status fields it does not know, as it stored what the previous operator wrote).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
+import os
 import re
+import subprocess
+import sys
 import tarfile
 import time
 import uuid
@@ -45,10 +50,12 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from connectops.adapters.kube import lock_name
 from connectops.failpoints import EXIT_CODE
+from connectops.planning.reset_holder import lock_holder
 from tests.e2e.conftest import ConnectREST, K8s, connect_cluster_spec, wait_for
 from tests.e2e.test_leader_election import LINES, finished, source
-from tests.e2e.test_offset_reset_e2e import backup_doc, offsets
+from tests.e2e.test_offset_reset_e2e import offsets
 from tests.env.records import topic_values
 from tests.env.servers import ConnectWorker, KubeAPI
 from tests.helm.chart import CHART_DIR, Obj, apply, by_kind, chart_crds, render
@@ -57,6 +64,8 @@ from tests.helm.rbac_env import AUDIENCE, Env, Install, OperatorAs, chart_values
 pytestmark = [pytest.mark.timeout(600), pytest.mark.e2e]
 
 PREVIOUS: Final = Path(__file__).parent / "fixtures" / "previous-chart.tgz"
+PREVIOUS_OPERATOR: Final = Path(__file__).parent / "fixtures" / "previous-operator.tgz"
+COMMIT: Final = re.compile(r"as of commit ([0-9a-f]{40})")
 PLURALS: Final = ("connectclusters", "connectors", "offsetresets")
 
 
@@ -66,6 +75,31 @@ def previous_version() -> tuple[str, list[Obj]]:
         header = archive.pax_headers.get("comment", "")
     with helm.Chart.load(PREVIOUS) as chart:
         return header, [yaml.safe_load(crd["data"]) for crd in chart.crds]
+
+
+def previous_operator(into: Path) -> tuple[str, Path]:
+    """The vendored operator code's header, and where it is extracted (its ``connectops/``
+    package there): the directory a process puts first on PYTHONPATH to run that code."""
+    with tarfile.open(PREVIOUS_OPERATOR) as archive:
+        header = archive.pax_headers.get("comment", "")
+        archive.extractall(into, filter="data")
+    return header, into
+
+
+def resolved(pythonpath: Path, cwd: Path) -> Path:
+    """Where ``connectops`` is found by this venv's interpreter with ``pythonpath`` first, as the
+    operator process is started (OperatorAs: ``python -m``, from ``cwd``): PYTHONPATH comes
+    before the editable install's finder, which is the last on sys.meta_path."""
+    found = subprocess.run(
+        [sys.executable, "-c", "import importlib.util as u; print(u.find_spec('connectops').origin)"],
+        env={**os.environ, "PYTHONPATH": str(pythonpath)},
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    return Path(found.stdout.strip())
 
 
 def as_deployed(admin: Any, namespace: str, release: str) -> Install:
@@ -129,7 +163,11 @@ def test_upgrade_from_the_previous_chart_with_a_reset_in_flight(
     try:
         # 1. the previous chart, installed by Helm
         header, old = previous_version()
-        assert re.search(r"as of commit [0-9a-f]{40}", header), header
+        # the previous operator code, of the same commit as the chart, and what the first process imports
+        code_header, old_code = previous_operator(tmp_path / "previous-operator")
+        [commit] = COMMIT.findall(header)
+        assert COMMIT.findall(code_header) == [commit], (header, code_header)
+        assert resolved(old_code, tmp_path) == old_code / "connectops" / "__init__.py"
         assert "groupfailovers.connectops.io" not in {c["metadata"]["name"] for c in old}
         release = "prev"
         values = chart_values(ns)  # watching this namespace, short Lease timings
@@ -138,13 +176,14 @@ def test_upgrade_from_the_previous_chart_with_a_reset_in_flight(
         for crd in old:  # its crds/ are what the API server serves
             assert _served_versions(admin, crd["metadata"]["name"]) == crd["spec"]["versions"]
 
-        # 2. its operator, held mid-way through an alter
+        # 2. its operator code, held mid-way through an alter
         install = as_deployed(admin, ns, release)
         env = Env(upgrade_kube.url, upgrade_kube.ca_path, upgrade_kube.kubeconfig_path, connect.url, {}, tmp_path)
         kubeconfig = service_account_kubeconfig(
             admin, env, ns, install.service_account, tmp_path / "kubeconfig", audience=AUDIENCE
         )
-        first = OperatorAs(install, kubeconfig, tmp_path / "first.log")
+        previous = dataclasses.replace(install, env={**install.env, "PYTHONPATH": str(old_code)})
+        first = OperatorAs(previous, kubeconfig, tmp_path / "first.log")
         processes.append(first)
         first.start(failpoint="reset:effects")
         k8s.create("connectclusters", "main", connect_cluster_spec(connect), "ConnectCluster")
@@ -171,11 +210,33 @@ def test_upgrade_from_the_previous_chart_with_a_reset_in_flight(
         assert first.returncode == EXIT_CODE, first.log()[-3000:]
         held = k8s.get("offsetresets", "r")["status"]
         assert (held["phase"], held["currentStep"]) == ("Running", "reset"), held
-        # the previous schema kept what it knows of the status and pruned the rest
+        # the previous code wrote no first start of a step (nor would the previous schema keep one)
         assert all("firstStartedAt" not in step for step in held["steps"]), held["steps"]
         # from Connect: stopped, at the offsets asked
         assert rest.state(name) == "STOPPED"
         assert offsets(rest, name) == [{"partition": entry["partition"], "offset": asked}]
+        # what the old code wrote, read back before the upgrade: what the new code must take as it is
+        core: Any = client.CoreV1Api(admin)
+        coord: Any = client.CoordinationV1Api(admin)
+        recorded = {s["name"]: s for s in held["steps"] if s["state"] == "Done"}
+        assert list(recorded) == ["lock", "inspect", "stop", "backup"], held["steps"]
+        assert [c["state"] for c in held["changes"]] == ["Started"], held["changes"]  # sent, no answer recorded
+        assert held["plan"]["entries"][name] == spec["offsets"], held["plan"]  # its plan's entries in status only
+        assert "entriesConfigMap" not in held["plan"], held["plan"]
+        old_backup = core.read_namespaced_config_map(held["backup"]["configMap"], ns)
+        assert not old_backup.immutable, old_backup.metadata  # the old code's backups are not immutable
+        assert json.loads(old_backup.data["backup.json"])["connectors"][name]["offsets"] == before
+        leader = install.args[install.args.index("--lease-name") + 1]
+        held_leases = {lease.metadata.name: lease for lease in coord.list_namespaced_lease(ns).items}
+        # the reset's lock where the new code looks for it (its name, its holder), and the
+        # leader-election Lease; no more: the old code recorded no claim as a Lease (this
+        # commit's code records one on its first pass over the Connector)
+        assert held["lockNamespace"] == ns, held
+        lock = held_leases[lock_name(held["lockScope"], name)]
+        assert lock.spec.holder_identity == lock_holder(ns, "r", k8s.get("offsetresets", "r")["metadata"]["uid"])
+        assert sorted(held_leases) == sorted([lock.metadata.name, leader]), sorted(held_leases)
+        old_leader = held_leases[leader].spec.holder_identity
+        assert old_leader.startswith(f"{release}-pod-"), old_leader
 
         # 3. the upgrade's CRDs: `helm show crds <chart> | kubectl apply --server-side -f -`
         new = chart_crds()
@@ -231,6 +292,8 @@ def test_upgrade_from_the_previous_chart_with_a_reset_in_flight(
         # 4. the new operator process takes over and finishes the reset
         upgraded = as_deployed(admin, ns, release)
         assert upgraded.service_account == install.service_account
+        # the same leader-election Lease: a rollout's old and new pods never both lead
+        assert upgraded.args[upgraded.args.index("--lease-name") + 1] == leader
         second = OperatorAs(upgraded, kubeconfig, tmp_path / "second.log")
         processes.append(second)
         started = time.monotonic()
@@ -245,7 +308,21 @@ def test_upgrade_from_the_previous_chart_with_a_reset_in_flight(
             ns, label_selector="connectops.io/backup=offsets"
         )
         assert [cm.metadata.name for cm in backups.items] == [status["backup"]["configMap"]]
-        assert backup_doc(k8s, status["backup"]["configMap"])["connectors"][name]["offsets"] == before
+        # the old code's records honoured: its Done steps not run again, its backup the one kept,
+        # never written over (a second take would have failed its create or changed its version)
+        for step_name, was in recorded.items():
+            assert {key: steps[step_name].get(key) for key in was} == was, (steps[step_name], was)
+        assert {key: status["backup"].get(key) for key in held["backup"]} == held["backup"], status["backup"]
+        kept = core.read_namespaced_config_map(old_backup.metadata.name, ns)
+        assert (kept.metadata.resource_version, kept.data, kept.metadata.annotations) == (
+            old_backup.metadata.resource_version,
+            old_backup.data,
+            old_backup.metadata.annotations,
+        )
+        # the old code's offsets call kept as it recorded it (sent, outcome unknown), then the new
+        # code's, answered and confirmed
+        assert status["changes"][0] == held["changes"][0], status["changes"]
+        assert [c["state"] for c in status["changes"]] == ["Started", "Done"], status["changes"]
 
         # from the broker: the source re-read from the position asked, lines three and four once more
         def reread() -> list[str] | None:
@@ -261,12 +338,15 @@ def test_upgrade_from_the_previous_chart_with_a_reset_in_flight(
         k8s.wait_condition("connectors", name, "Ready", "True", timeout=60)
         # the reset's lock is released: left are the leader-election Lease and the Connector's
         # claim on its connector (status.claim.lease), no Lease held by an OffsetReset
-        leases: list[Any] = client.CoordinationV1Api(admin).list_namespaced_lease(ns).items
+        leases: list[Any] = coord.list_namespaced_lease(ns).items
         claim = k8s.get("connectors", name)["status"]["claim"]["lease"]
-        leader = upgraded.args[upgraded.args.index("--lease-name") + 1]
         assert sorted(f"{ns}/{lease.metadata.name}" for lease in leases) == sorted([claim, f"{ns}/{leader}"])
         assert not [lease for lease in leases if "/offsetreset/" in (lease.spec.holder_identity or "")]
-        # written at the new schema now: what the previous one pruned is kept
+        # the leader-election Lease taken over from the old process
+        new_leader = next(lease for lease in leases if lease.metadata.name == leader).spec.holder_identity
+        assert new_leader.startswith(f"{release}-pod-"), new_leader
+        assert new_leader != old_leader
+        # what the previous code did not write, this commit's writes (and the new schema keeps)
         assert steps["reset"].get("firstStartedAt"), steps["reset"]
         for plural in PLURALS:
             for item in custom.list_namespaced_custom_object("connectops.io", "v1alpha1", ns, plural)["items"]:

@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
 _M = TypeVar("_M")
 
@@ -68,12 +68,34 @@ class ConnectorInfoAnswer(_Answer):
     type: str | None = None
 
 
+#: what is kept of a trace: its first line, at most this many characters
+TRACE_KEPT = 500
+
+
+def first_line(trace: object) -> str | None:
+    """A trace's first line (``TRACE_KEPT`` characters at most); None for none or a blank one."""
+    if not trace:
+        return None
+    lines = str(trace).strip().splitlines()
+    return lines[0][:TRACE_KEPT] if lines else None
+
+
 class _StateAnswer(_Answer):
     state: str = Field(min_length=1)
     worker_id: str | None = None
+    #: its first line only (first_line), cut as the answer is read, which is all the operator
+    #: keeps: parsed whole, a status of thousands of failed tasks with long traces held every
+    #: trace at once, and a few of them read together beside a large listing took the operator
+    #: past its memory bound (benchmarks/README.md, start_memory_bench.py)
     trace: str | None = None
     #: the running plugin's version (Connect 4.1+, KIP-891); absent when it reports none
     version: str | None = None
+
+    @field_validator("trace", mode="before")
+    @classmethod
+    def _first_line_only(cls, value: object) -> object:
+        # anything but a string is left for the type check to refuse (WrongShape)
+        return first_line(value) if isinstance(value, str) else value
 
 
 class _TaskStateAnswer(_StateAnswer):

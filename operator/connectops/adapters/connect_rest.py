@@ -690,7 +690,8 @@ _REST_IMPLEMENTS_API: type[ConnectApi] = ConnectClient
 
 def _state_of(status: answers.StatusAnswer) -> ConnectorState:
     tasks = tuple(
-        TaskState(id=t.id, state=t.state, worker_id=t.worker_id, trace=_first_line(t.trace), version=t.version)
+        # the traces are their first lines already (connect_answers.first_line, as parsed)
+        TaskState(id=t.id, state=t.state, worker_id=t.worker_id, trace=t.trace, version=t.version)
         for t in status.tasks
     )
     return ConnectorState(
@@ -698,7 +699,7 @@ def _state_of(status: answers.StatusAnswer) -> ConnectorState:
         type=status.type,
         state=status.connector.state,
         worker_id=status.connector.worker_id,
-        trace=_first_line(status.connector.trace),
+        trace=status.connector.trace,
         tasks=tuple(sorted(tasks, key=lambda t: t.id)),
         version=status.connector.version,
     )
@@ -734,9 +735,3 @@ _NOT_SHOWN = "the answer is not Kafka Connect's error format (its body is not sh
 
 def _printable(text: str) -> str:
     return "".join(c if c.isprintable() or c in "\n\t" else " " for c in text)
-
-
-def _first_line(trace: Any) -> str | None:
-    if not trace:
-        return None
-    return str(trace).strip().splitlines()[0][:500]

@@ -20,6 +20,7 @@ COPY pyproject.toml README.md ./
 COPY requirements/operator.lock requirements/
 COPY operator/ operator/
 COPY spark/ spark/
+COPY rules/ rules/
 # In a virtualenv: a Debian base's own Python refuses pip outside one (PEP 668; .ci/run builds on
 # an mmdebstrap Debian base), and on python:* images it changes nothing. The lock file travels
 # with the wheel: the operator stage takes only /wheels from here.

@@ -302,7 +302,7 @@ def _build_context(dest: Path) -> Path:
 def test_dockerignore_keeps_only_the_build_inputs(tmp_path: Path) -> None:
     context = _build_context(tmp_path / "context")
     top = {p.name for p in context.iterdir()}
-    assert top == {"pyproject.toml", "README.md", "operator", "spark", "requirements"}
+    assert top == {"pyproject.toml", "README.md", "operator", "spark", "rules", "requirements"}
     assert [p.name for p in (context / "requirements").iterdir()] == ["operator.lock"]
     assert not list(context.rglob("__pycache__"))
 

@@ -29,9 +29,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from connectops_check.document import FailedCheck, Settings
+from connectops_check.serialize import document
 from connectops_check.snapshot import ConnectorKind, Scrape, Snapshot
 from connectops_check.urls import redact_userinfo
-from connectops_check.verdict import Settings
+from connectops_rules import connect, thresholds
 
 CONFIGMAP_KEY = "verdict.json"
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
@@ -187,9 +189,17 @@ def parser() -> argparse.ArgumentParser:
         metavar="USER_ENV:PASSWORD_ENV",
         help="basic auth for every --metrics-url, from these environment variables (never in the arguments)",
     )
-    src.add_argument("--offset-flush-timeout-ms", type=int, default=5000, help="the workers' offset.flush.timeout.ms")
     src.add_argument(
-        "--offset-flush-interval-ms", type=int, default=60000, help="the workers' offset.flush.interval.ms"
+        "--offset-flush-timeout-ms",
+        type=int,
+        default=connect.OFFSET_FLUSH_TIMEOUT_MS,
+        help="the workers' offset.flush.timeout.ms",
+    )
+    src.add_argument(
+        "--offset-flush-interval-ms",
+        type=int,
+        default=connect.OFFSET_FLUSH_INTERVAL_MS,
+        help="the workers' offset.flush.interval.ms",
     )
     src.add_argument("--baseline-verdict", type=Path, help="a previous verdict file: its figures are the 'before'")
     src.add_argument(
@@ -201,53 +211,22 @@ def parser() -> argparse.ArgumentParser:
     src.add_argument("--snapshot", type=Path, help="replay this snapshot file instead of collecting")
     src.add_argument("--save-snapshot", type=Path, help="also write the collected snapshot to this file")
     th = p.add_argument_group("thresholds")
-    d = Settings()
-    th.add_argument("--max-lag", type=int, default=d.max_lag, help=f"total lag limit (default {d.max_lag})")
-    th.add_argument("--max-skew", type=float, default=d.max_skew, help=f"max/mean traffic (default {d.max_skew})")
-    th.add_argument("--max-gini", type=float, default=d.max_gini, help=f"traffic Gini (default {d.max_gini})")
-    th.add_argument(
-        "--assignment-threshold",
-        type=float,
-        default=d.assignment_threshold,
-        help=f"partitions per member vs mean (default {d.assignment_threshold})",
-    )
-    th.add_argument(
-        "--min-traffic",
-        type=int,
-        default=d.min_traffic,
-        help=f"records a topic needs in the window before its balance is judged (default {d.min_traffic})",
-    )
-    th.add_argument("--window", type=int, default=d.window, help=f"Burrow window in samples (default {d.window})")
-    th.add_argument(
-        "--allowed-lag",
-        type=int,
-        default=d.allowed_lag,
-        help=f"Burrow allowed-lag: a partition this close is OK (default {d.allowed_lag})",
-    )
-    th.add_argument(
-        "--minimum-complete",
-        type=float,
-        default=d.minimum_complete,
-        help=f"Burrow minimum-complete: rings less full are OK, not judged (default {d.minimum_complete})",
-    )
+    for threshold in (*thresholds.CR, *thresholds.JOB_ONLY):
+        # a duration's value is parsed with its unit ("30m"); the others are plain numbers
+        parse: Callable[[str], float] = duration_s if threshold.unit else threshold.kind
+        default = "" if threshold.default is None else f" (default {threshold.default})"
+        th.add_argument(
+            threshold.flag, dest=threshold.dest, type=parse, default=threshold.default, help=threshold.help + default
+        )
     intent = p.add_argument_group("what the connector is meant to be doing")
     intent.add_argument(
         "--desired-state",
         choices=["running", "paused", "stopped"],
-        default=d.desired_state,
+        default=Settings().desired_state,
         help="the state its spec asks for: paused/stopped verdicts are PAUSED/STOPPED, not UNHEALTHY",
     )
     intent.add_argument("--reset-in-progress", action="store_true", help="an offset reset holds it stopped")
     intent.add_argument("--after-reset", metavar="ACTION", help="the check follows this offset reset action")
-    intent.add_argument(
-        "--max-lag-while-paused", type=int, help="records of lag after which a paused connector is UNHEALTHY"
-    )
-    intent.add_argument(
-        "--max-time-lag-while-paused",
-        type=duration_s,
-        help="time lag after which a paused connector is UNHEALTHY (e.g. 30m)",
-    )
-    th.add_argument("--top-n", type=int, default=d.top_n, help=f"partitions listed per list (default {d.top_n})")
     out = p.add_argument_group("spark and output")
     out.add_argument(
         "--master",
@@ -436,10 +415,10 @@ def _checked(p: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.N
         p.error("either --snapshot, or all of --bootstrap, --connect-url and --connector")
     if args.samples < 1:
         p.error("--samples must be at least 1")
-    if args.allowed_lag < 0 or not 0.0 <= args.minimum_complete <= 1.0:
-        p.error("--allowed-lag must be >= 0 and --minimum-complete within 0..1")
-    if args.max_lag_while_paused is not None and args.max_lag_while_paused < 0:
-        p.error("--max-lag-while-paused must be >= 0")
+    for threshold in (*thresholds.CR, *thresholds.JOB_ONLY):
+        problem = threshold.problem(getattr(args, threshold.dest))
+        if problem is not None:
+            p.error(problem)
     try:
         args.client_config, args.secrets = client_settings(args.client_config, args.client_config_env, os.environ)
         args.connect_auth = basic_auth("--connect-auth-env", args.connect_auth_env, os.environ)
@@ -484,7 +463,7 @@ def _run_member(args: argparse.Namespace, spark_provider: SparkProvider) -> tupl
     except Exception as error:  # this member failed: its verdict says why, the others go on
         why = f"{type(error).__name__}: {mask(str(error), args.secrets)}"[:2000]
         print(f"connectops-check: {args.connector or args.snapshot}: {why}", file=sys.stderr)
-        verdict = {"connector": args.connector, "verdict": None, "error": why}
+        verdict = document(FailedCheck(connector=args.connector, error=why))
     try:
         _deliver(args, json.dumps(verdict, indent=2, sort_keys=False))
     except Exception as error:

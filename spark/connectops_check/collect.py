@@ -5,11 +5,13 @@ replayable from a file); this module only asks questions and records answers. It
 Spark driver, sampling ``samples`` times every ``interval_s`` seconds.
 
 Per connector kind:
-- sink: group ``consumer.override.group.id`` or ``connect-<name>``; committed offsets by
+- sink: group ``consumer.override.group.id`` or ``connect-<name>`` (``connectops_rules.connect``,
+  the operator's rule too); committed offsets by
   OffsetFetch, log-end and log-start by ListOffsets, members by DescribeGroups.
 - MirrorMaker 2 source (class ending in ``MirrorSourceConnector``, or any source connector
   whose stored offsets all have MM2's shape, ``{cluster, topic, partition} -> {offset}``: MM2
-  forks and wrappers keep the shape, not the name): MM2 reads without a consumer group, so its
+  forks and wrappers keep the shape, not the name; ``connectops_rules.mm2``, which the operator
+  applies too): MM2 reads without a consumer group, so its
   positions come from ``GET /connectors/<name>/offsets`` (KIP-875, Connect 3.5+), and log-end
   from the SOURCE cluster (``source.cluster.bootstrap.servers`` unless given). Each task's
   partitions come from its ``task.assigned.partitions`` config.
@@ -70,7 +72,6 @@ from confluent_kafka.admin import AdminClient
 # confluent-kafka documents ``confluent_kafka.admin.OffsetSpec`` but neither re-exports it
 # explicitly nor annotates its factory methods: the ignores below cover only that.
 from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]  # isort: skip
-
 from connectops_check.offset_syncs import (
     LOCATION_SOURCE,
     SyncLog,
@@ -94,12 +95,16 @@ from connectops_check.snapshot import (
 )
 from connectops_check.urls import redact_userinfo, shown_url
 from connectops_check.worker_metrics import ExpositionError, TaskFigures, parse_worker_metrics, read_exposition
+from connectops_rules import connect
+from connectops_rules.mm2 import Mm2Role, role_by_class, role_by_offsets
 
-MIRROR_SOURCE_SUFFIX = "MirrorSourceConnector"
-MIRROR_CHECKPOINT_SUFFIX = "MirrorCheckpointConnector"
-#: the source-partition keys of MM2's two connectors whose offsets the check can read
-MIRROR_SOURCE_KEYS = frozenset({"cluster", "topic", "partition"})
-MIRROR_CHECKPOINT_KEYS = frozenset({"group", "topic", "partition"})
+#: what the check measures of each MirrorMaker 2 connector (connectops_rules.mm2 recognises
+#: them): the heartbeat connector has nothing broker-side to measure, like any other source
+MIRROR_KINDS = {
+    Mm2Role.SOURCE: ConnectorKind.MIRROR_SOURCE,
+    Mm2Role.CHECKPOINT: ConnectorKind.MIRROR_CHECKPOINT,
+    Mm2Role.HEARTBEAT: ConnectorKind.SOURCE,
+}
 #: collection notes kept (one per distinct failure), so a flapping endpoint cannot grow the verdict
 MAX_NOTES = 50
 REQUEST_TIMEOUT_S = 15.0
@@ -129,14 +134,17 @@ class ConnectorInfo:
         return self.config.get("connector.class", "")
 
     @property
+    def role(self) -> Mm2Role | None:
+        """The MirrorMaker 2 role its class names (connectops_rules.mm2)."""
+        return role_by_class(self.connector_class, self.type)
+
+    @property
     def kind(self) -> ConnectorKind:
+        """The kind by the class (the stored offsets may still say MM2: ``kind_from_offsets``)."""
         if self.type == "sink":
             return ConnectorKind.SINK
-        if self.connector_class.endswith(MIRROR_SOURCE_SUFFIX):
-            return ConnectorKind.MIRROR_SOURCE
-        if self.connector_class.endswith(MIRROR_CHECKPOINT_SUFFIX):
-            return ConnectorKind.MIRROR_CHECKPOINT
-        return ConnectorKind.SOURCE
+        role = self.role
+        return ConnectorKind.SOURCE if role is None else MIRROR_KINDS[role]
 
 
 class ConnectRest:
@@ -233,37 +241,13 @@ def parse_mirror_offsets(payload: Mapping[str, Any]) -> dict[TopicPartition, int
     return stored
 
 
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def kind_from_offsets(payload: Mapping[str, Any] | None) -> ConnectorKind | None:
-    """MirrorMaker 2 recognised by what it stores, whatever its class is called.
-
-    Every non-null entry must have one MM2 shape: ``{cluster: str, topic: str, partition: int}
-    -> {offset: int >= 0}`` (source) or ``{group: str, topic: str, partition: int} -> {offset:
-    0}`` (checkpoint), and there must be at least one. Anything else, a mixture included, is
-    None: a connector that merely reuses the key names somewhere is not taken for MM2.
-    """
-    kinds: set[ConnectorKind] = set()
-    for entry in (payload or {}).get("offsets", []):
-        part, off = entry.get("partition"), entry.get("offset")
-        if off is None:
-            continue  # a tombstone shown for a moment after a reset
-        if not isinstance(part, dict) or not isinstance(off, dict) or set(off) != {"offset"}:
-            return None
-        value, number = off["offset"], part.get("partition")
-        if not (isinstance(value, int) and _is_int(value) and value >= 0 and isinstance(part.get("topic"), str)):
-            return None
-        if not (isinstance(number, int) and _is_int(number) and number >= 0):
-            return None
-        if set(part) == MIRROR_SOURCE_KEYS and isinstance(part["cluster"], str):
-            kinds.add(ConnectorKind.MIRROR_SOURCE)
-        elif set(part) == MIRROR_CHECKPOINT_KEYS and isinstance(part["group"], str) and value == 0:
-            kinds.add(ConnectorKind.MIRROR_CHECKPOINT)
-        else:
-            return None
-    return kinds.pop() if len(kinds) == 1 else None
+    """MirrorMaker 2 recognised by what it stores, whatever its class is called: every non-null
+    entry has one MM2 connector's exact shape (``connectops_rules.mm2.role_by_offsets``). None
+    for anything else, and for the heartbeat connector (nothing to measure)."""
+    role = role_by_offsets((payload or {}).get("offsets", []))
+    kind = None if role is None else MIRROR_KINDS[role]
+    return None if kind is ConnectorKind.SOURCE else kind
 
 
 class Checkpoint(NamedTuple):
@@ -530,7 +514,7 @@ def collect_snapshot(
         )
         if kind is not None and kind is not info.kind:
             snapshot.notes.append(f"measured as {kind.value} as asked (--kind), not as {info.kind.value}")
-        elif snapshot.kind is ConnectorKind.SOURCE:
+        elif snapshot.kind is ConnectorKind.SOURCE and info.role is None:
             shaped = _shape_kind(rest, connector, snapshot.notes)
             if shaped is not None:
                 snapshot.kind = shaped
@@ -664,7 +648,7 @@ def _collect_sink(
     window_start_ms: int | None,
     sleep: Callable[[float], None],
 ) -> None:
-    group = info.config.get("consumer.override.group.id") or f"connect-{info.name}"
+    group = connect.sink_group(info.name, info.config)
     snapshot.group_id = group
     kafka = _Kafka(bootstrap, client_config, snapshot.notes, "kafka")
     available = kafka.topic_partitions()

@@ -17,6 +17,7 @@ from pyspark.sql import SparkSession
 
 from connectops_check import metrics
 from connectops_check.frames import snapshot_tables
+from connectops_check.serialize import document
 from connectops_check.snapshot import ConnectorKind, Scrape, Snapshot
 from connectops_check.verdict import Settings, build
 
@@ -84,9 +85,10 @@ def needs_spark(snapshot: Snapshot) -> bool:
 def run_check(
     snapshot: Snapshot, settings: Settings, spark: SparkSession | None, baseline: list[Scrape] | None = None
 ) -> dict[str, Any]:
-    """The verdict for one snapshot; ``spark`` may be None only when ``needs_spark`` is False."""
+    """The verdict document (its JSON value) for one snapshot; ``spark`` may be None only when
+    ``needs_spark`` is False."""
     if not needs_spark(snapshot):
-        return build(snapshot, None, settings, baseline)
+        return document(build(snapshot, None, settings, baseline))
     if spark is None:
         raise ValueError("this snapshot has partitions to measure: a SparkSession is required")
     results = metrics.compute(
@@ -97,4 +99,4 @@ def run_check(
         allowed_lag=settings.allowed_lag,
         minimum_complete=settings.minimum_complete,
     )
-    return build(snapshot, results, settings, baseline)
+    return document(build(snapshot, results, settings, baseline))

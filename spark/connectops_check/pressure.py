@@ -105,6 +105,7 @@ from enum import StrEnum
 from typing import Final
 
 from connectops_check.worker_metrics import TaskFigures
+from connectops_rules import connect
 
 CODE: Final = "ProducerPressure"
 
@@ -160,8 +161,8 @@ def default_linger_ms(worker_version: str | None) -> int:
 class WorkerSettings:
     """The worker's offset-commit settings (Connect defaults) and its Kafka version."""
 
-    offset_flush_timeout_ms: int = 5000
-    offset_flush_interval_ms: int = 60000
+    offset_flush_timeout_ms: int = connect.OFFSET_FLUSH_TIMEOUT_MS
+    offset_flush_interval_ms: int = connect.OFFSET_FLUSH_INTERVAL_MS
     worker_version: str | None = None
 
     @property

@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from connectops_check.serialize import Doc, key
+
 
 class PartitionStatus(StrEnum):
     """Burrow's partition statuses, in Burrow's order of severity (``protocol.StatusConstant``)."""
@@ -54,10 +56,10 @@ class LagBasis(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class PartitionLag:
+class PartitionLag(Doc):
     """One partition. Rates are records per second over the samples; ``time_lag_s`` is Kafka
     Lag Exporter's time lag; ``eta_s`` is None when the consumer is not gaining on the producer
-    (or a rate is unknown), 0 without lag."""
+    (or a rate is unknown), 0 without lag. A part of the verdict document as it is."""
 
     topic: str
     partition: int
@@ -65,10 +67,10 @@ class PartitionLag:
     basis: str
     status: str
     complete: float
-    time_lag_s: float | None = None
+    time_lag_s: float | None = field(default=None, metadata=key("timeLagSeconds"))
     consume_rate: float | None = None
     produce_rate: float | None = None
-    eta_s: float | None = None
+    eta_s: float | None = field(default=None, metadata=key("etaSeconds"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,10 +110,10 @@ class TrafficStats:
 
 
 @dataclass(frozen=True, slots=True)
-class MemberLoad:
+class MemberLoad(Doc):
     """What one group member holds: partitions counted over its whole assignment; ``lag`` and
     ``traffic`` summed over those of its partitions the check measured (a partition outside the
-    connector's topics adds nothing to either)."""
+    connector's topics adds nothing to either). A part of the verdict document as it is."""
 
     member_id: str
     client_id: str

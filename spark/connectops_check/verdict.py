@@ -30,26 +30,53 @@ What the connector is meant to do changes what counts as a failure:
 
 Every reason is ``{"severity", "code", "message"}`` so the operator can act on codes and a
 human can read messages.
+
+The verdict is built typed (``document``'s classes) and becomes JSON only in
+``serialize.to_json``; nothing here writes a key or reads one back.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from dataclasses import dataclass
-from typing import Any
+from typing import Final
 
+from connectops_check.document import (
+    SCHEMA,
+    AssignmentBalance,
+    Balance,
+    Burrow,
+    Collection,
+    Failover,
+    FailoverPartition,
+    Headline,
+    Lag,
+    LagPoint,
+    Level,
+    Loss,
+    LostPartition,
+    Reason,
+    Settings,
+    Severity,
+    Spread,
+    TaskEntry,
+    Tasks,
+    TopicLagEntry,
+    Traffic,
+    TrafficEntry,
+    Verdict,
+)
 from connectops_check.producer_check import producer_block
-from connectops_check.results import MemberLoad, MetricResults, PartitionLag, TopicLag, TrafficStats, rollup
+from connectops_check.results import MemberLoad, MetricResults, TopicLag, TrafficStats, rollup
 from connectops_check.snapshot import ConnectorKind, Scrape, Snapshot
 
-SCHEMA = "connectops.check/v1"
+__all__ = ["SCHEMA", "Settings", "Verdict", "assignment_balance", "build", "failover_block", "mirror_loss"]
 
 #: Share of members that counts as "a minority" for the RangeAssignor pattern, and the share
 #: of partitions that minority must hold to be flagged.
 RANGE_MEMBER_SHARE = 0.2
 RANGE_PARTITION_SHARE = 0.5
 
-DESIRED_STATES = frozenset({"running", "paused", "stopped"})
 #: resets after which a large, shrinking lag is the expected outcome (toLatest skips ahead)
 REWINDING_RESETS = frozenset({"reset", "toEarliest", "toTimestamp", "alter", "restore"})
 #: reasons about how much lag there is, not about the consumer misbehaving
@@ -58,96 +85,30 @@ SIZE_OF_LAG = frozenset({"LAG_ABOVE_MAX", "BURROW_WARN"})
 NOT_CONSUMING = frozenset({"LAG_ABOVE_MAX", "BURROW_WARN", "BURROW_ERR", "CONNECTOR_NOT_RUNNING"})
 
 
-@dataclass(frozen=True, slots=True)
-class Settings:
-    """Thresholds and evaluation knobs.
-
-    ``min_traffic``: a topic's balance is judged only when it received at least this many
-    records in the window, because a handful of records says nothing about skew.
-    ``window``: Burrow's ring size (Burrow's ``intervals``, default 10); ``allowed_lag`` and
-    ``minimum_complete``: Burrow's evaluator settings of the same names (defaults 0 and 0.0).
-    ``top_n`` bounds per-partition lists.
-    """
-
-    max_lag: int = 10_000
-    max_skew: float = 2.0
-    max_gini: float = 0.4
-    assignment_threshold: float = 1.10
-    min_traffic: int = 100
-    window: int = 10
-    top_n: int = 20
-    allowed_lag: int = 0
-    minimum_complete: float = 0.0
-    desired_state: str = "running"
-    reset_in_progress: bool = False
-    after_reset: str | None = None
-    max_lag_while_paused: int | None = None
-    max_time_lag_while_paused_s: float | None = None
-    offset_flush_timeout_ms: int = 5000
-    offset_flush_interval_ms: int = 60000
-
-    def __post_init__(self) -> None:
-        if self.window < 1 or self.top_n < 1:
-            raise ValueError("window and top_n must be at least 1")
-        if self.allowed_lag < 0 or not 0.0 <= self.minimum_complete <= 1.0:
-            raise ValueError("allowed_lag must be >= 0 and minimum_complete within 0..1")
-        if self.desired_state not in DESIRED_STATES:
-            raise ValueError(f"desired_state must be one of {sorted(DESIRED_STATES)}")
-        if self.assignment_threshold < 1.0:
-            raise ValueError("assignment_threshold is a ratio to the mean, at least 1.0")
-
-    @property
-    def intent_not_running(self) -> str | None:
-        """``PAUSED`` / ``STOPPED`` when the connector is not meant to consume now, else None."""
-        if self.reset_in_progress:
-            return "STOPPED"
-        return None if self.desired_state == "running" else self.desired_state.upper()
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "maxLag": self.max_lag,
-            "maxSkew": self.max_skew,
-            "maxGini": self.max_gini,
-            "assignmentThreshold": self.assignment_threshold,
-            "minTraffic": self.min_traffic,
-            "window": self.window,
-            "topN": self.top_n,
-            "allowedLag": self.allowed_lag,
-            "minimumComplete": self.minimum_complete,
-            "desiredState": self.desired_state,
-            "resetInProgress": self.reset_in_progress,
-            "afterReset": self.after_reset,
-            "maxLagWhilePaused": self.max_lag_while_paused,
-            "maxTimeLagWhilePausedSeconds": self.max_time_lag_while_paused_s,
-            "offsetFlushTimeoutMs": self.offset_flush_timeout_ms,
-            "offsetFlushIntervalMs": self.offset_flush_interval_ms,
-        }
-
-
 class _Reasons:
     def __init__(self) -> None:
-        self.items: list[dict[str, str]] = []
+        self.items: list[Reason] = []
 
-    def add(self, severity: str, code: str, message: str) -> None:
-        self.items.append({"severity": severity, "code": code, "message": message})
+    def add(self, severity: Severity, code: str, message: str) -> None:
+        self.items.append(Reason(severity=severity, code=code, message=message))
 
-    def level(self) -> str:
-        severities = {r["severity"] for r in self.items}
-        if "UNHEALTHY" in severities:
-            return "UNHEALTHY"
-        if "DEGRADED" in severities:
-            return "DEGRADED"
-        return "HEALTHY"
+    def level(self) -> Level:
+        severities = {r.severity for r in self.items}
+        if Severity.UNHEALTHY in severities:
+            return Level.UNHEALTHY
+        if Severity.DEGRADED in severities:
+            return Level.DEGRADED
+        return Level.HEALTHY
 
     def demote(self, codes: frozenset[str], why: str) -> None:
         """Keeps the reasons, as INFO, saying why they do not count now."""
         for r in self.items:
-            if r["code"] in codes and r["severity"] != "INFO":
-                r["severity"] = "INFO"
-                r["message"] = f"{r['message']} ({why})"
+            if r.code in codes and r.severity is not Severity.INFO:
+                r.severity = Severity.INFO
+                r.message = f"{r.message} ({why})"
 
 
-def assignment_balance(members: list[MemberLoad], threshold: float) -> dict[str, Any]:
+def assignment_balance(members: list[MemberLoad], threshold: float) -> AssignmentBalance:
     """Partitions per member against Cruise Control's count-goal bounds.
 
     Cruise Control calls a count balanced while every broker lies within
@@ -169,122 +130,109 @@ def assignment_balance(members: list[MemberLoad], threshold: float) -> dict[str,
     balanced = all(lower <= c <= upper for c in counts)
     top_k = math.ceil(RANGE_MEMBER_SHARE * n)
     top_share = sum(counts[:top_k]) / total if total else 0.0
-    return {
-        "members": n,
-        "assignedPartitions": total,
-        "mean": mean,
-        "max": counts[0] if counts else 0,
-        "min": counts[-1] if counts else 0,
-        "maxOverMean": counts[0] / mean if mean else None,
-        "upperLimit": upper,
-        "lowerLimit": lower,
-        "balanced": balanced,
-        "topMembers": top_k,
-        "topMembersShare": top_share,
-        "rangeAssignorPattern": n >= 2 and not balanced and top_share > RANGE_PARTITION_SHARE,
-        "traffic": _member_spread([m.traffic for m in members]),
-        "lag": _member_spread([m.lag for m in members]),
-        "perMember": [
-            {
-                "memberId": m.member_id,
-                "clientId": m.client_id,
-                "taskId": m.task_id,
-                "partitions": m.partitions,
-                "lag": m.lag,
-                "traffic": m.traffic,
-            }
-            for m in members
-        ],
-    }
+    return AssignmentBalance(
+        members=n,
+        assigned_partitions=total,
+        mean=mean,
+        max=counts[0] if counts else 0,
+        min=counts[-1] if counts else 0,
+        max_over_mean=counts[0] / mean if mean else None,
+        upper_limit=upper,
+        lower_limit=lower,
+        balanced=balanced,
+        top_members=top_k,
+        top_members_share=top_share,
+        range_assignor_pattern=n >= 2 and not balanced and top_share > RANGE_PARTITION_SHARE,
+        traffic=_member_spread([m.traffic for m in members]),
+        lag=_member_spread([m.lag for m in members]),
+        per_member=list(members),
+    )
 
 
-def _member_spread(values: list[int]) -> dict[str, Any]:
+def _member_spread(values: list[int]) -> Spread:
     """Total, mean and max over the members (holders of nothing count: they are the idle side of
     an imbalance), max/mean null when the total is 0."""
     total = sum(values)
     mean = total / len(values) if values else 0.0
     top = max(values, default=0)
-    return {"total": total, "mean": mean, "max": top, "maxOverMean": top / mean if mean else None}
+    return Spread(total=total, mean=mean, max=top, max_over_mean=top / mean if mean else None)
 
 
 def build(
     snapshot: Snapshot, results: MetricResults | None, settings: Settings, baseline: list[Scrape] | None = None
-) -> dict[str, Any]:
-    """The verdict document. ``results`` is None when there was nothing to compute.
+) -> Verdict:
+    """The verdict. ``results`` is None when there was nothing to compute.
     ``baseline``: the previous check's scrapes of the workers' metrics (the "before")."""
     reasons = _Reasons()
-    doc: dict[str, Any] = {
-        "schema": SCHEMA,
-        "connector": snapshot.connector,
-        "kind": snapshot.kind.value,
-        "connectorClass": snapshot.connector_class,
-        "verdict": "NOT_APPLICABLE",
-        "reasons": reasons.items,
-        "headline": {},
-        "lag": None,
-        "balance": None,
-        "tasks": {
-            "connectorState": snapshot.connector_state,
-            "tasks": [
-                {"taskId": t.task_id, "workerId": t.worker_id, "state": t.state, "trace": t.trace}
+    _task_reasons(snapshot, reasons)
+    loss = mirror_loss(snapshot, reasons)
+    failover = failover_block(snapshot)
+    producer = producer_block(
+        snapshot, settings.offset_flush_timeout_ms, settings.offset_flush_interval_ms, baseline or [], reasons.add
+    )
+    verdict = Verdict(
+        connector=snapshot.connector,
+        kind=snapshot.kind,
+        connector_class=snapshot.connector_class,
+        verdict=Level.NOT_APPLICABLE,
+        reasons=reasons.items,
+        headline=None,
+        lag=None,
+        balance=None,
+        tasks=Tasks(
+            connector_state=snapshot.connector_state,
+            tasks=[
+                TaskEntry(task_id=t.task_id, worker_id=t.worker_id, state=t.state, trace=t.trace)
                 for t in snapshot.tasks
             ],
-        },
-        "collection": {
-            "samples": len(snapshot.samples),
-            "firstSampleMs": min((s.ts_ms for s in snapshot.samples), default=None),
-            "lastSampleMs": max((s.ts_ms for s in snapshot.samples), default=None),
-            "windowStartMs": snapshot.window_start_ms,
-            "groupId": snapshot.group_id,
-            "notes": list(snapshot.notes),
-        },
-        "settings": settings.as_json(),
-        "producer": None,
-        "loss": None,
-        "failover": None,
-    }
-    _task_reasons(snapshot, reasons)
-    doc["loss"] = mirror_loss(snapshot, reasons)
-    doc["failover"] = failover_block(snapshot)
-    doc["producer"] = producer_block(
-        snapshot, settings.offset_flush_timeout_ms, settings.offset_flush_interval_ms, baseline or [], reasons.add
+        ),
+        collection=Collection(
+            samples=len(snapshot.samples),
+            first_sample_ms=min((s.ts_ms for s in snapshot.samples), default=None),
+            last_sample_ms=max((s.ts_ms for s in snapshot.samples), default=None),
+            window_start_ms=snapshot.window_start_ms,
+            group_id=snapshot.group_id,
+            notes=list(snapshot.notes),
+        ),
+        settings=settings,
+        producer=producer,
+        loss=loss,
+        failover=failover,
     )
     not_applicable = _not_applicable(snapshot, results)
     if not_applicable is not None:
-        reasons.add("INFO", not_applicable[0], not_applicable[1])
-        if doc["producer"] is not None:
+        reasons.add(Severity.INFO, not_applicable[0], not_applicable[1])
+        if producer is not None:
             # no lag to judge, but the producer was: the verdict is about it
-            doc["verdict"] = reasons.level()
-        return doc
+            verdict.verdict = reasons.level()
+        return verdict
     assert results is not None  # _not_applicable returns a reason when results is None
     lag = _lag_block(results, settings, reasons)
     balance = _balance_block(snapshot, results, settings, reasons)
-    level = _intent(results, settings, reasons)
-    doc["lag"] = lag
-    doc["balance"] = balance
-    skews = [t["maxOverMean"] for t in balance["traffic"]["topics"] if t["evaluated"]]
-    ginis = [t["gini"] for t in balance["traffic"]["topics"] if t["evaluated"]]
-    assignment = balance["assignment"]
-    doc["headline"] = {
-        "totalLag": results.total_lag,
-        "maxPartitionLag": results.max_partition_lag,
-        "burrowStatus": lag["burrow"]["status"],
-        "worstPartitionStatus": lag["burrow"]["worstPartitionStatus"],
-        "partitions": results.partitions,
-        "maxTrafficSkew": max(skews, default=None),
-        "maxGini": max(ginis, default=None),
-        "assignmentMaxOverMean": None if assignment is None else assignment["maxOverMean"],
-        "members": None if assignment is None else assignment["members"],
-        "timeLagSeconds": lag["timeLagSeconds"],
-        "consumeRate": lag["consumeRate"],
-        "produceRate": lag["produceRate"],
-        "etaSeconds": lag["etaSeconds"],
-    }
-    doc["verdict"] = level
-    return doc
+    verdict.verdict = _intent(results, settings, reasons)
+    verdict.lag, verdict.balance = lag, balance
+    judged = [t for t in balance.traffic.topics if t.evaluated]
+    assignment = balance.assignment
+    verdict.headline = Headline(
+        total_lag=results.total_lag,
+        max_partition_lag=results.max_partition_lag,
+        burrow_status=lag.burrow.status,
+        worst_partition_status=lag.burrow.worst_partition_status,
+        partitions=results.partitions,
+        # judged topics have a max/mean and a Gini (``_traffic``)
+        max_traffic_skew=max((t.max_over_mean for t in judged if t.max_over_mean is not None), default=None),
+        max_gini=max((t.gini for t in judged if t.gini is not None), default=None),
+        assignment_max_over_mean=None if assignment is None else assignment.max_over_mean,
+        members=None if assignment is None else assignment.members,
+        time_lag_seconds=lag.time_lag_seconds,
+        consume_rate=lag.consume_rate,
+        produce_rate=lag.produce_rate,
+        eta_seconds=lag.eta_seconds,
+    )
+    return verdict
 
 
-def _intent(results: MetricResults, settings: Settings, reasons: _Reasons) -> str:
+def _intent(results: MetricResults, settings: Settings, reasons: _Reasons) -> Level:
     """The level, given what the connector is meant to be doing (module docstring)."""
     overall = results.overall_lag
     time_lag = None if overall is None else overall.time_lag_s
@@ -293,35 +241,35 @@ def _intent(results: MetricResults, settings: Settings, reasons: _Reasons) -> st
         why = f"{paused.lower()} on purpose" + (" by a reset in progress" if settings.reset_in_progress else "")
         reasons.demote(NOT_CONSUMING, why)
         accumulated = f"lag {results.total_lag} records" + ("" if time_lag is None else f", {time_lag:.0f}s behind")
-        reasons.add("INFO", f"CONNECTOR_{paused}", f"connector is {why}: {accumulated} so far")
+        reasons.add(Severity.INFO, f"CONNECTOR_{paused}", f"connector is {why}: {accumulated} so far")
         limit, limit_s = settings.max_lag_while_paused, settings.max_time_lag_while_paused_s
         if limit is not None and results.total_lag > limit:
             reasons.add(
-                "UNHEALTHY",
+                Severity.UNHEALTHY,
                 "LAG_WHILE_PAUSED_ABOVE_MAX",
                 f"{paused.lower()} with lag {results.total_lag} records, above maxLagWhilePaused {limit}",
             )
         if limit_s is not None and time_lag is not None and time_lag > limit_s:
             reasons.add(
-                "UNHEALTHY",
+                Severity.UNHEALTHY,
                 "LAG_WHILE_PAUSED_ABOVE_MAX",
                 f"{paused.lower()} for {time_lag:.0f}s of records, above maxTimeLagWhilePausedSeconds {limit_s:g}",
             )
-        return "UNHEALTHY" if reasons.level() == "UNHEALTHY" else paused
+        return Level.UNHEALTHY if reasons.level() is Level.UNHEALTHY else paused
     if settings.after_reset in REWINDING_RESETS and results.total_lag > 0:
-        complaints = {r["code"] for r in reasons.items if r["severity"] != "INFO"}
+        complaints = {r.code for r in reasons.items if r.severity is not Severity.INFO}
         eta = None if overall is None else overall.eta_s
         if eta is not None and complaints and complaints <= SIZE_OF_LAG:
             reasons.demote(SIZE_OF_LAG, f"expected after {settings.after_reset}")
             reasons.add(
-                "INFO",
+                Severity.INFO,
                 "CATCHING_UP",
                 f"catching up after {settings.after_reset}: lag {results.total_lag}, "
                 f"ETA {eta:.0f}s at the current rates",
             )
-            return "CATCHING_UP"
+            return Level.CATCHING_UP
         if eta is None:
-            reasons.add("DEGRADED", "NOT_CATCHING_UP", f"after {settings.after_reset}: {_eta_reason(overall)}")
+            reasons.add(Severity.DEGRADED, "NOT_CATCHING_UP", f"after {settings.after_reset}: {_eta_reason(overall)}")
     return reasons.level()
 
 
@@ -340,7 +288,11 @@ def _not_applicable(snapshot: Snapshot, results: MetricResults | None) -> tuple[
     return None
 
 
-def mirror_loss(snapshot: Snapshot, reasons: _Reasons) -> dict[str, Any] | None:
+#: partitions named in the MIRROR_RECORDS_LOST message (the loss block lists them all)
+MAX_LOSS_SHOWN: Final = 10
+
+
+def mirror_loss(snapshot: Snapshot, reasons: _Reasons) -> Loss | None:
     """MirrorMaker 2 partitions whose source log-start passed where MM2 resumes (stored + 1):
     those records were deleted (retention, DeleteRecords) before MM2 replicated them. From the
     LAST sample only: a running MM2 resets to the log-start as soon as it sees the gap, so an
@@ -349,29 +301,31 @@ def mirror_loss(snapshot: Snapshot, reasons: _Reasons) -> dict[str, Any] | None:
     operator keeps (its MirrorComplete condition)."""
     if snapshot.kind is not ConnectorKind.MIRROR_SOURCE or not snapshot.samples:
         return None
-    gaps = [
-        (p.topic, p.partition, p.stored + 1, p.log_start)
+    partitions = [
+        LostPartition(
+            topic=p.topic,
+            partition=p.partition,
+            first_lost=p.stored + 1,
+            log_start=p.log_start,
+            lost=p.log_start - (p.stored + 1),
+        )
         for p in sorted(snapshot.samples[-1].partitions, key=lambda p: (p.topic, p.partition))
         if p.stored is not None and p.log_start is not None and p.stored + 1 < p.log_start
     ]
-    partitions: list[dict[str, Any]] = [
-        {"topic": t, "partition": n, "firstLost": first, "logStart": start, "lost": start - first}
-        for t, n, first, start in gaps
-    ]
-    total = sum(start - first for _, _, first, start in gaps)
+    total = sum(p.lost for p in partitions)
     if partitions:
-        per = ", ".join(f"{p['topic']}-{p['partition']}: {p['lost']}" for p in partitions[:MAX_LOSS_SHOWN])
+        per = ", ".join(f"{p.topic}-{p.partition}: {p.lost}" for p in partitions[:MAX_LOSS_SHOWN])
         reasons.add(
-            "UNHEALTHY",
+            Severity.UNHEALTHY,
             "MIRROR_RECORDS_LOST",
             f"{total} records deleted at the source before MirrorMaker 2 replicated them ({per}"
             + (", ..." if len(partitions) > MAX_LOSS_SHOWN else "")
             + ")",
         )
-    return {"total": total, "partitions": partitions}
+    return Loss(total=total, partitions=partitions)
 
 
-def failover_block(snapshot: Snapshot) -> dict[str, Any] | None:
+def failover_block(snapshot: Snapshot) -> Failover | None:
     """MirrorMaker 2 checkpoints: the records a consumer of each group failing over to the target
     now would read again, per partition (``offset_syncs``): the checkpoint lag plus MM2's
     translation rounding. ``total`` counts the partitions whose count is known, ``unknown`` the
@@ -380,85 +334,83 @@ def failover_block(snapshot: Snapshot) -> dict[str, Any] | None:
     if snapshot.kind is not ConnectorKind.MIRROR_CHECKPOINT or not snapshot.failover:
         return None
     rows = sorted(snapshot.failover, key=lambda f: (f.row, f.partition))
-    return {
-        "total": sum(f.reread for f in rows if f.reread is not None),
-        "unknown": sum(1 for f in rows if f.reread is None),
-        "partitions": [
-            {
-                "topic": f.row,
-                "partition": f.partition,
-                "targetOffset": f.target_offset,
-                "targetPosition": f.target_position,
-                "reread": f.reread,
-            }
+    return Failover(
+        total=sum(f.reread for f in rows if f.reread is not None),
+        unknown=sum(1 for f in rows if f.reread is None),
+        partitions=[
+            FailoverPartition(
+                topic=f.row,
+                partition=f.partition,
+                target_offset=f.target_offset,
+                target_position=f.target_position,
+                reread=f.reread,
+            )
             for f in rows
         ],
-    }
-
-
-#: partitions named in the MIRROR_RECORDS_LOST message (the loss block lists them all)
-MAX_LOSS_SHOWN = 10
+    )
 
 
 def _task_reasons(snapshot: Snapshot, reasons: _Reasons) -> None:
     if snapshot.connector_state == "FAILED":
-        reasons.add("UNHEALTHY", "CONNECTOR_FAILED", f"connector {snapshot.connector} is FAILED")
+        reasons.add(Severity.UNHEALTHY, "CONNECTOR_FAILED", f"connector {snapshot.connector} is FAILED")
     failed = sorted(t.task_id for t in snapshot.tasks if t.state == "FAILED")
     if failed:
-        reasons.add("UNHEALTHY", "TASK_FAILED", f"tasks {failed} are FAILED")
+        reasons.add(Severity.UNHEALTHY, "TASK_FAILED", f"tasks {failed} are FAILED")
     if snapshot.connector_state in ("PAUSED", "STOPPED"):
         reasons.add(
-            "INFO",
+            Severity.INFO,
             "CONNECTOR_NOT_RUNNING",
             f"connector is {snapshot.connector_state}: lag grows while it does not run",
         )
 
 
-def _lag_block(results: MetricResults, settings: Settings, reasons: _Reasons) -> dict[str, Any]:
+def _lag_block(results: MetricResults, settings: Settings, reasons: _Reasons) -> Lag:
     worst = results.worst_status
     status = rollup(worst)
     counts = {k: v for k, v in sorted(results.status_counts.items()) if v}
     if status == "ERR":
         bad = {k: v for k, v in counts.items() if k in ("STOP", "STALL", "REWIND")}
-        reasons.add("UNHEALTHY", "BURROW_ERR", f"Burrow-style evaluation is ERR: partitions {bad}")
+        reasons.add(Severity.UNHEALTHY, "BURROW_ERR", f"Burrow-style evaluation is ERR: partitions {bad}")
     elif status == "WARN":
         reasons.add(
-            "DEGRADED",
+            Severity.DEGRADED,
             "BURROW_WARN",
             f"lag never decreased over the window on {counts.get('WARN', 0)} partitions",
         )
     if results.total_lag > settings.max_lag:
-        reasons.add("DEGRADED", "LAG_ABOVE_MAX", f"total lag {results.total_lag} exceeds maxLag {settings.max_lag}")
+        reasons.add(
+            Severity.DEGRADED, "LAG_ABOVE_MAX", f"total lag {results.total_lag} exceeds maxLag {settings.max_lag}"
+        )
     uncommitted = sum(v for k, v in results.basis_counts.items() if k != "committed")
     if uncommitted:
         reasons.add(
-            "INFO",
+            Severity.INFO,
             "NO_COMMITTED_OFFSET",
             f"{uncommitted} partitions have no committed offset: their lag is measured from "
             f"{sorted(k for k in results.basis_counts if k != 'committed')}",
         )
     overall = results.overall_lag
-    return {
-        "total": results.total_lag,
-        "maxPartition": results.max_partition_lag,
-        "timeLagSeconds": None if overall is None else overall.time_lag_s,
-        "consumeRate": None if overall is None else overall.consume_rate,
-        "produceRate": None if overall is None else overall.produce_rate,
-        "etaSeconds": None if overall is None else overall.eta_s,
-        "etaReason": _eta_reason(overall),
-        "topics": [_topic_lag(t) for t in results.topic_lags],
-        "series": [{"tsMs": ts, "totalLag": lag} for ts, lag in results.lag_series],
-        "basisCounts": dict(sorted(results.basis_counts.items())),
-        "topPartitions": [_partition(p) for p in results.top_lag],
-        "burrow": {
-            "status": status,
-            "worstPartitionStatus": worst.value,
-            "statusCounts": counts,
-            "complete": results.complete_partitions / results.partitions if results.partitions else 0.0,
-            "nonOkPartitions": [_partition(p) for p in results.non_ok],
-            "nonOkTruncated": max(0, sum(v for k, v in counts.items() if k != "OK") - len(results.non_ok)),
-        },
-    }
+    return Lag(
+        total=results.total_lag,
+        max_partition=results.max_partition_lag,
+        time_lag_seconds=None if overall is None else overall.time_lag_s,
+        consume_rate=None if overall is None else overall.consume_rate,
+        produce_rate=None if overall is None else overall.produce_rate,
+        eta_seconds=None if overall is None else overall.eta_s,
+        eta_reason=_eta_reason(overall),
+        topics=[_topic_lag(t) for t in results.topic_lags],
+        series=[LagPoint(ts_ms=ts, total_lag=lag) for ts, lag in results.lag_series],
+        basis_counts=dict(sorted(results.basis_counts.items())),
+        top_partitions=list(results.top_lag),
+        burrow=Burrow(
+            status=status,
+            worst_partition_status=worst,
+            status_counts=counts,
+            complete=results.complete_partitions / results.partitions if results.partitions else 0.0,
+            non_ok_partitions=list(results.non_ok),
+            non_ok_truncated=max(0, sum(v for k, v in counts.items() if k != "OK") - len(results.non_ok)),
+        ),
+    )
 
 
 def _eta_reason(lag: TopicLag | None) -> str | None:
@@ -473,126 +425,124 @@ def _eta_reason(lag: TopicLag | None) -> str | None:
     )
 
 
-def _topic_lag(t: TopicLag) -> dict[str, Any]:
-    return {
-        "topic": t.topic,
-        "partitions": t.partitions,
-        "lag": t.lag,
-        "timeLagSeconds": t.time_lag_s,
-        "consumeRate": t.consume_rate,
-        "produceRate": t.produce_rate,
-        "etaSeconds": t.eta_s,
-        "etaReason": _eta_reason(t),
-    }
+def _topic_lag(t: TopicLag) -> TopicLagEntry:
+    return TopicLagEntry(
+        topic=t.topic,
+        partitions=t.partitions,
+        lag=t.lag,
+        time_lag_seconds=t.time_lag_s,
+        consume_rate=t.consume_rate,
+        produce_rate=t.produce_rate,
+        eta_seconds=t.eta_s,
+        eta_reason=_eta_reason(t),
+    )
 
 
-def _balance_block(snapshot: Snapshot, results: MetricResults, settings: Settings, reasons: _Reasons) -> dict[str, Any]:
-    topics = [_topic(t, settings) for t in results.traffic_topics]
+def _traffic_reasons(topics: list[TrafficEntry], settings: Settings, reasons: _Reasons) -> None:
     for t in topics:
-        if not t["evaluated"]:
+        if not t.evaluated:
             continue
-        if t["maxOverMean"] > settings.max_skew:
+        if t.max_over_mean is not None and t.max_over_mean > settings.max_skew:
             reasons.add(
-                "DEGRADED",
+                Severity.DEGRADED,
                 "TRAFFIC_SKEW",
-                f"topic {t['topic']}: busiest partition carries {t['maxOverMean']:.2f}x the mean "
+                f"topic {t.topic}: busiest partition carries {t.max_over_mean:.2f}x the mean "
                 f"traffic (maxSkew {settings.max_skew})",
             )
-        if t["gini"] > settings.max_gini:
+        if t.gini is not None and t.gini > settings.max_gini:
             reasons.add(
-                "DEGRADED",
+                Severity.DEGRADED,
                 "TRAFFIC_GINI",
-                f"topic {t['topic']}: traffic Gini {t['gini']:.3f} exceeds maxGini {settings.max_gini}",
+                f"topic {t.topic}: traffic Gini {t.gini:.3f} exceeds maxGini {settings.max_gini}",
             )
-    quiet = [t["topic"] for t in topics if not t["evaluated"] and t["partitions"] > 1]
+    quiet = [t.topic for t in topics if not t.evaluated and t.partitions > 1]
     if quiet:
         reasons.add(
-            "INFO",
+            Severity.INFO,
             "LOW_TRAFFIC",
             f"balance not judged for {len(quiet)} topics with fewer than {settings.min_traffic} records in the window",
         )
-    assignment: dict[str, Any] | None = None
+
+
+def _assignment_reasons(
+    assignment: AssignmentBalance, results: MetricResults, settings: Settings, reasons: _Reasons
+) -> None:
+    if assignment.members == 0:
+        reasons.add(Severity.INFO, "NO_MEMBERS", "no consumer holds any partition (no group members or tasks)")
+        return
+    if not assignment.balanced:
+        reasons.add(
+            Severity.DEGRADED,
+            "ASSIGNMENT_UNBALANCED",
+            f"partitions per member range {assignment.min}..{assignment.max}, outside "
+            f"[{assignment.lower_limit}, {assignment.upper_limit}] "
+            f"(mean {assignment.mean:.2f}, threshold {settings.assignment_threshold})",
+        )
+    if assignment.range_assignor_pattern:
+        reasons.add(
+            Severity.DEGRADED,
+            "RANGE_ASSIGNOR_PATTERN",
+            f"top {assignment.top_members} of {assignment.members} members hold "
+            f"{assignment.top_members_share:.0%} of the partitions",
+        )
+    # only where the counts look fine: an uneven count is reported above, and its traffic
+    # skew is that count again; equal counts with the hot partitions on one member are
+    # the imbalance partition counts cannot show
+    traffic = assignment.traffic
+    if (
+        assignment.balanced
+        and assignment.members >= 2
+        and traffic.total >= settings.min_traffic
+        and traffic.max_over_mean is not None
+        and traffic.max_over_mean > settings.max_skew
+    ):
+        busiest = max(results.members, key=lambda m: (m.traffic, m.member_id))
+        reasons.add(
+            Severity.DEGRADED,
+            "MEMBER_TRAFFIC_SKEW",
+            f"member {busiest.client_id or busiest.member_id} ({busiest.partitions} partitions) carries "
+            f"{traffic.max_over_mean:.2f}x the mean traffic per member (maxSkew {settings.max_skew})",
+        )
+    if results.unassigned_partitions:
+        reasons.add(
+            Severity.DEGRADED,
+            "UNASSIGNED_PARTITIONS",
+            f"{results.unassigned_partitions} partitions are held by no member",
+        )
+
+
+def _balance_block(snapshot: Snapshot, results: MetricResults, settings: Settings, reasons: _Reasons) -> Balance:
+    topics = [_traffic(t, settings) for t in results.traffic_topics]
+    _traffic_reasons(topics, settings, reasons)
+    assignment: AssignmentBalance | None = None
     if snapshot.members is None:
-        reasons.add("INFO", "OWNERSHIP_UNKNOWN", "which member holds which partition is unknown; see collection notes")
+        reasons.add(
+            Severity.INFO, "OWNERSHIP_UNKNOWN", "which member holds which partition is unknown; see collection notes"
+        )
     else:
-        assignment = assignment_balance(results.members, settings.assignment_threshold)
-        assignment["unassignedPartitions"] = results.unassigned_partitions
-        if assignment["members"] == 0:
-            reasons.add("INFO", "NO_MEMBERS", "no consumer holds any partition (no group members or tasks)")
-        else:
-            if not assignment["balanced"]:
-                reasons.add(
-                    "DEGRADED",
-                    "ASSIGNMENT_UNBALANCED",
-                    f"partitions per member range {assignment['min']}..{assignment['max']}, outside "
-                    f"[{assignment['lowerLimit']}, {assignment['upperLimit']}] "
-                    f"(mean {assignment['mean']:.2f}, threshold {settings.assignment_threshold})",
-                )
-            if assignment["rangeAssignorPattern"]:
-                reasons.add(
-                    "DEGRADED",
-                    "RANGE_ASSIGNOR_PATTERN",
-                    f"top {assignment['topMembers']} of {assignment['members']} members hold "
-                    f"{assignment['topMembersShare']:.0%} of the partitions",
-                )
-            # only where the counts look fine: an uneven count is reported above, and its traffic
-            # skew is that count again; equal counts with the hot partitions on one member are
-            # the imbalance partition counts cannot show
-            traffic = assignment["traffic"]
-            if (
-                assignment["balanced"]
-                and assignment["members"] >= 2
-                and traffic["total"] >= settings.min_traffic
-                and traffic["maxOverMean"] > settings.max_skew
-            ):
-                busiest = max(results.members, key=lambda m: (m.traffic, m.member_id))
-                reasons.add(
-                    "DEGRADED",
-                    "MEMBER_TRAFFIC_SKEW",
-                    f"member {busiest.client_id or busiest.member_id} ({busiest.partitions} partitions) carries "
-                    f"{traffic['maxOverMean']:.2f}x the mean traffic per member (maxSkew {settings.max_skew})",
-                )
-            if results.unassigned_partitions:
-                reasons.add(
-                    "DEGRADED",
-                    "UNASSIGNED_PARTITIONS",
-                    f"{results.unassigned_partitions} partitions are held by no member",
-                )
-    return {
-        "traffic": {
-            "windowStartMs": snapshot.window_start_ms,
-            "overall": None if results.traffic_overall is None else _topic(results.traffic_overall, settings),
-            "topics": topics,
-        },
-        "assignment": assignment,
-    }
+        counted = assignment_balance(results.members, settings.assignment_threshold)
+        assignment = dataclasses.replace(counted, unassigned_partitions=results.unassigned_partitions)
+        _assignment_reasons(assignment, results, settings, reasons)
+    return Balance(
+        traffic=Traffic(
+            window_start_ms=snapshot.window_start_ms,
+            overall=None if results.traffic_overall is None else _traffic(results.traffic_overall, settings),
+            topics=topics,
+        ),
+        assignment=assignment,
+    )
 
 
-def _partition(p: PartitionLag) -> dict[str, Any]:
-    return {
-        "topic": p.topic,
-        "partition": p.partition,
-        "lag": p.lag,
-        "basis": p.basis,
-        "status": p.status,
-        "complete": p.complete,
-        "timeLagSeconds": p.time_lag_s,
-        "consumeRate": p.consume_rate,
-        "produceRate": p.produce_rate,
-        "etaSeconds": p.eta_s,
-    }
-
-
-def _topic(t: TrafficStats, settings: Settings) -> dict[str, Any]:
-    return {
-        "topic": t.topic,
-        "partitions": t.partitions,
-        "total": t.total,
-        "mean": t.mean,
-        "max": t.max,
-        "min": t.min,
-        "maxOverMean": t.max_over_mean,
-        "cv": t.cv,
-        "gini": t.gini,
-        "evaluated": t.partitions > 1 and t.total >= settings.min_traffic and t.max_over_mean is not None,
-    }
+def _traffic(t: TrafficStats, settings: Settings) -> TrafficEntry:
+    return TrafficEntry(
+        topic=t.topic,
+        partitions=t.partitions,
+        total=t.total,
+        mean=t.mean,
+        max=t.max,
+        min=t.min,
+        max_over_mean=t.max_over_mean,
+        cv=t.cv,
+        gini=t.gini,
+        evaluated=t.partitions > 1 and t.total >= settings.min_traffic and t.max_over_mean is not None,
+    )

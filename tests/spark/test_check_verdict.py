@@ -23,33 +23,33 @@ class TestAssignmentBalance:
     def test_best_possible_split_is_balanced(self) -> None:
         # 10 over 3: mean 3.33; bounds [floor(3.33*0.9)=3, ceil(3.33*1.1)=4]; 4/3/3 fits
         a = assignment_balance(loads(4, 3, 3), 1.10)
-        assert (a["lowerLimit"], a["upperLimit"], a["balanced"]) == (3, 4, True)
-        assert a["maxOverMean"] == pytest.approx(1.2)
-        assert a["rangeAssignorPattern"] is False
+        assert (a.lower_limit, a.upper_limit, a.balanced) == (3, 4, True)
+        assert a.max_over_mean == pytest.approx(1.2)
+        assert a.range_assignor_pattern is False
 
     def test_float_rounding_does_not_widen_the_bound(self) -> None:
         # mean 10: 10 * 1.1 is 11.000000000000002 in floating point; the bound must stay 11
         a = assignment_balance(loads(12, 10, 8, 10), 1.10)
-        assert (a["upperLimit"], a["lowerLimit"], a["balanced"]) == (11, 9, False)
-        assert assignment_balance(loads(11, 10, 9, 10), 1.10)["balanced"] is True
+        assert (a.upper_limit, a.lower_limit, a.balanced) == (11, 9, False)
+        assert assignment_balance(loads(11, 10, 9, 10), 1.10).balanced is True
 
     def test_range_assignor_pattern(self) -> None:
         # 10 members, 30 partitions: two members hold 12 each, the rest 6 in total.
         # top ceil(20% of 10) = 2 members hold 24/30 = 80% > 50%, and 12 > ceil(3*1.1) = 4
         a = assignment_balance(loads(12, 12, 1, 1, 1, 1, 1, 1, 0, 0), 1.10)
-        assert (a["topMembers"], a["topMembersShare"]) == (2, pytest.approx(0.8))
-        assert (a["balanced"], a["rangeAssignorPattern"]) == (False, True)
+        assert (a.top_members, a.top_members_share) == (2, pytest.approx(0.8))
+        assert (a.balanced, a.range_assignor_pattern) == (False, True)
 
     def test_uneven_but_not_concentrated_is_not_range(self) -> None:
         # 5,5,0,0: top 1 of 4 holds exactly 50%, not more: unbalanced, not the pattern
         a = assignment_balance(loads(5, 5, 0, 0), 1.10)
-        assert (a["balanced"], a["rangeAssignorPattern"]) == (False, False)
+        assert (a.balanced, a.range_assignor_pattern) == (False, False)
 
     def test_single_member_and_no_member(self) -> None:
-        assert assignment_balance(loads(7), 1.10)["balanced"] is True
-        assert assignment_balance(loads(7), 1.10)["rangeAssignorPattern"] is False
+        assert assignment_balance(loads(7), 1.10).balanced is True
+        assert assignment_balance(loads(7), 1.10).range_assignor_pattern is False
         empty = assignment_balance([], 1.10)
-        assert (empty["members"], empty["maxOverMean"], empty["balanced"]) == (0, None, True)
+        assert (empty.members, empty.max_over_mean, empty.balanced) == (0, None, True)
 
 
 def test_source_connector_is_not_applicable_without_spark() -> None:

@@ -5,6 +5,7 @@ MM2 exactly at the log-start lost nothing."""
 
 from __future__ import annotations
 
+from connectops_check.serialize import to_json
 from connectops_check.snapshot import ConnectorKind, PartitionSample, Sample, Snapshot
 from connectops_check.verdict import Settings, build
 
@@ -25,7 +26,7 @@ def test_loss_per_partition_from_the_last_sample() -> None:
         PartitionSample("t", 2, 12, stored=None, log_start=9),  # never stored: MM2 starts at earliest
         PartitionSample("u", 0, 30, stored=19, log_start=25),  # 5 lost
     ]
-    doc = build(snapshot(first, last), None, Settings())
+    doc = to_json(build(snapshot(first, last), None, Settings()))
     assert doc["loss"] == {
         "total": 8,
         "partitions": [
@@ -40,8 +41,8 @@ def test_loss_per_partition_from_the_last_sample() -> None:
 
 
 def test_no_loss_block_for_other_kinds_and_no_reason_when_nothing_is_lost() -> None:
-    healthy = build(snapshot([PartitionSample("t", 0, 20, stored=14, log_start=15)]), None, Settings())
+    healthy = to_json(build(snapshot([PartitionSample("t", 0, 20, stored=14, log_start=15)]), None, Settings()))
     assert healthy["loss"] == {"total": 0, "partitions": []}
     assert not any(r["code"] == "MIRROR_RECORDS_LOST" for r in healthy["reasons"])
     sink = Snapshot(connector="s", kind=ConnectorKind.SINK, samples=[Sample(0, [PartitionSample("t", 0, 5, 1)])])
-    assert build(sink, None, Settings())["loss"] is None
+    assert build(sink, None, Settings()).loss is None

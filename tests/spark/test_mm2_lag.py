@@ -12,7 +12,8 @@ broker holds, read independently of the job:
 
 The connectors' class names do not end in ``MirrorSourceConnector``/``...CheckpointConnector``:
 the job recognises them by the shape of their stored offsets (the class-name path is
-test_collect_integration.test_mirror_source_lag_from_stored_offsets).
+test_collect_integration.test_mirror_source_lag_from_stored_offsets), and so does the operator's
+reset planning given the same worker's answers (one rule, connectops_rules.mm2).
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]  # not re-exported
 from pyspark.sql import SparkSession
 
+from connectops.planning.offset_reset import ConnectorKind as ResetKind
+from connectops.planning.offset_reset import connector_kind
 from connectops_check.collect import collect_snapshot
 from connectops_check.job import run_check
 from connectops_check.snapshot import ConnectorKind
@@ -154,6 +157,14 @@ class Rest:
         assert self.http.put(f"/connectors/{name}/resume").status_code == 202
         wait_for(lambda: self.state(name) == ("RUNNING", ["RUNNING"]), 60, f"{name} RUNNING")
 
+    def reset_kind(self, name: str) -> tuple[ResetKind, ResetKind]:
+        """What the operator's reset planning makes of the connector from this worker's answers:
+        by its class alone, and with its stored offsets."""
+        info = self.http.get(f"/connectors/{name}").json()
+        entries = self.http.get(f"/connectors/{name}/offsets").json()["offsets"]
+        by_class = connector_kind(info["config"]["connector.class"], info["type"])
+        return by_class, connector_kind(info["config"]["connector.class"], info["type"], entries)
+
     def stored(self, name: str) -> dict[int, int]:
         entries = self.http.get(f"/connectors/{name}/offsets").json()["offsets"]
         return {int(e["partition"]["partition"]): int(e["offset"]["offset"]) for e in entries if e["offset"]}
@@ -242,6 +253,8 @@ def test_replication_lag_equals_the_hand_computation(
 
     assert snap.kind is ConnectorKind.MIRROR_SOURCE
     assert any("MirrorMaker 2's shape" in n for n in snap.notes), snap.notes
+    # the operator, on the same worker's answers: not by the class, by the stored offsets
+    assert rest.reset_kind(source) == (ResetKind.SOURCE, ResetKind.MIRROR_SOURCE)
     # the job's inputs are the broker's: Connect's view of the offsets topic, and the log-ends
     assert {p.partition: p.stored for p in snap.samples[-1].partitions} == stored
     assert {p.partition: p.log_end for p in snap.samples[-1].partitions} == ends
@@ -317,6 +330,7 @@ def test_checkpoint_lag_equals_the_hand_computation(
         assert now == {0: 6, 1: 1, 2: 5}  # the scenario held
         assert hand == {0: 4, 1: 0, 2: 2}
         assert snap.kind is ConnectorKind.MIRROR_CHECKPOINT
+        assert rest.reset_kind(checkpoint) == (ResetKind.SOURCE, ResetKind.MIRROR_CHECKPOINT)
         row = f"{group}:{upstream}"
         assert job_lags(doc) == {(row, p): lag for p, lag in hand.items()}
         assert doc["lag"]["total"] == sum(hand.values()) == 6

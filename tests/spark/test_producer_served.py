@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from connectops_check.producer_check import NOT_SERVED_CODE, baseline_scrapes, producer_block
+from connectops_check.serialize import to_json
 from connectops_check.snapshot import ConnectorKind, Scrape, Snapshot
 from connectops_check.worker_metrics import PRODUCER_BEAN_FIGURES, TaskFigures, parse_worker_metrics, producer_served
 
@@ -56,8 +57,9 @@ def test_the_block_flags_the_task_and_carries_the_baseline_on() -> None:
         Scrape(10_000, [_figures(source_record_active_count=150.0, source_record_poll_rate=2000.0)]),
         Scrape(12_000, [_figures(source_record_active_count=120.0, source_record_poll_rate=2000.0)]),
     )
-    block = producer_block(now, 5000, 1000, before, lambda *r: reasons.append(r))
-    assert block is not None
+    produced = producer_block(now, 5000, 1000, before, lambda *r: reasons.append(r))
+    assert produced is not None
+    block = to_json(produced)
     (task,) = block["tasks"]
     assert task["producerMetricsServed"] is False
     assert task["diagnosis"] is None
@@ -72,8 +74,9 @@ def test_a_served_producer_changes_nothing() -> None:
     reasons: list[Any] = []
     now = _snapshot(Scrape(10_000, [_figures(source_record_active_count=150.0, buffer_total_bytes=33554432.0)]))
     before = [Scrape(1_000, [_figures(source_record_active_count=100.0, buffer_total_bytes=33554432.0)])]
-    block = producer_block(now, 5000, 1000, before, lambda *r: reasons.append(r))
-    assert block is not None
+    produced = producer_block(now, 5000, 1000, before, lambda *r: reasons.append(r))
+    assert produced is not None
+    block = to_json(produced)
     assert block["tasks"][0]["producerMetricsServed"] is True
     assert "carriedBaseline" not in block
     assert NOT_SERVED_CODE not in [code for _, code, _ in reasons]

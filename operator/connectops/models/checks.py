@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import Field
 
 from connectops.models.base import CamelModel, StatusModel
+from connectops_rules import thresholds
 
 
 class CheckState(StrEnum):
@@ -32,30 +33,48 @@ class CheckSpec(CamelModel):
 
     A failing check never undoes a change: it reports through the LagHealthy and
     PartitionsBalanced conditions and ``status.lastCheck``.
+
+    An unset threshold is the job's default; names, defaults and bounds come from
+    ``connectops_rules.thresholds``, which the job reads too.
     """
 
     enabled: bool | None = Field(default=None, description="Run checks; unset = the operator's default.")
-    max_lag: int | None = Field(default=None, ge=0, description="Total lag limit (records).")
-    max_skew: float | None = Field(default=None, ge=1, description="Traffic max/mean limit per topic.")
-    max_gini: float | None = Field(default=None, ge=0, le=1, description="Traffic Gini limit per topic.")
+    max_lag: int | None = Field(default=None, ge=thresholds.MAX_LAG.minimum, description="Total lag limit (records).")
+    max_skew: float | None = Field(
+        default=None, ge=thresholds.MAX_SKEW.minimum, description="Traffic max/mean limit per topic."
+    )
+    max_gini: float | None = Field(
+        default=None,
+        ge=thresholds.MAX_GINI.minimum,
+        le=thresholds.MAX_GINI.maximum,
+        description="Traffic Gini limit per topic.",
+    )
     assignment_threshold: float | None = Field(
-        default=None, ge=1, description="Partitions per member max/mean limit (Cruise Control: 1.10)."
+        default=None,
+        ge=thresholds.ASSIGNMENT_THRESHOLD.minimum,
+        description="Partitions per member max/mean limit "
+        f"(Cruise Control: {thresholds.ASSIGNMENT_THRESHOLD.default:.2f}).",
     )
     allowed_lag: int | None = Field(
-        default=None, ge=0, description="Burrow allowed-lag: a partition this many records behind is OK."
+        default=None,
+        ge=thresholds.ALLOWED_LAG.minimum,
+        description="Burrow allowed-lag: a partition this many records behind is OK.",
     )
     minimum_complete: float | None = Field(
-        default=None, ge=0, le=1, description="Burrow minimum-complete: partitions with fewer samples are not judged."
+        default=None,
+        ge=thresholds.MINIMUM_COMPLETE.minimum,
+        le=thresholds.MINIMUM_COMPLETE.maximum,
+        description="Burrow minimum-complete: partitions with fewer samples are not judged.",
     )
     max_lag_while_paused: int | None = Field(
         default=None,
-        ge=0,
+        ge=thresholds.MAX_LAG_WHILE_PAUSED.minimum,
         description="While paused or stopped by the spec, the verdict is PAUSED/STOPPED until the lag "
         "exceeds this many records (unset: no limit).",
     )
     max_time_lag_while_paused_seconds: int | None = Field(
         default=None,
-        ge=1,
+        ge=thresholds.MAX_TIME_LAG_WHILE_PAUSED.minimum,
         description="While paused or stopped by the spec, the verdict is PAUSED/STOPPED until the oldest "
         "unread record is this many seconds old (unset: no limit).",
     )

@@ -19,6 +19,7 @@ from connectops.models.connect_cluster import BasicAuth
 from connectops.models.connector import DesiredState
 from connectops.planning import producer_metrics
 from connectops.redact import without_userinfo
+from connectops_rules import connect, thresholds
 
 SPARK_GROUP, SPARK_VERSION, SPARK_PLURAL = "sparkoperator.k8s.io", "v1beta2", "sparkapplications"
 #: terminal per the spark-operator API: SUBMISSION_FAILED becomes FAILED once retries are
@@ -234,9 +235,9 @@ def common_arguments(target: CheckTarget) -> list[str]:
     if target.metrics_urls:
         args += [
             "--offset-flush-timeout-ms",
-            str(target.offset_flush_timeout_ms or 5000),
+            str(target.offset_flush_timeout_ms or connect.OFFSET_FLUSH_TIMEOUT_MS),
             "--offset-flush-interval-ms",
-            str(target.offset_flush_interval_ms or 60000),
+            str(target.offset_flush_interval_ms or connect.OFFSET_FLUSH_INTERVAL_MS),
         ]
     return args
 
@@ -254,22 +255,15 @@ def member_arguments(
         f"{check.interval_seconds}s",
         f"--output-configmap={target.namespace}/{verdict}",
     ]
-    for flag, value in (
-        ("--max-lag", check.max_lag),
-        ("--max-skew", check.max_skew),
-        ("--max-gini", check.max_gini),
-        ("--assignment-threshold", check.assignment_threshold),
-        ("--allowed-lag", check.allowed_lag),
-        ("--minimum-complete", check.minimum_complete),
-        ("--max-lag-while-paused", check.max_lag_while_paused),
-        (
-            "--max-time-lag-while-paused",
-            None if check.max_time_lag_while_paused_seconds is None else f"{check.max_time_lag_while_paused_seconds}s",
-        ),
-        ("--after-reset", context.after_reset),
-    ):
+    # the thresholds the Connector sets, each under its own flag (connectops_rules.thresholds);
+    # an unset one is left to the job's default
+    spec = check.model_dump(by_alias=True)
+    for threshold in thresholds.CR:
+        value = spec[threshold.name]
         if value is not None:
-            args += [flag, str(value)]
+            args += [threshold.flag, threshold.argument(value)]
+    if context.after_reset is not None:
+        args += ["--after-reset", context.after_reset]
     if context.desired_state != DesiredState.RUNNING:
         args += ["--desired-state", context.desired_state]
     if context.baseline_config_map and target.metrics_urls:

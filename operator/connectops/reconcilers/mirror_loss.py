@@ -20,7 +20,13 @@ alias are ignored, as MM2 ignores them), and from the source cluster the log-sta
   topic at the old stored offset + 1: when the new topic holds that offset already, the records
   below it (from its log-start) are skipped; when it does not, the consumer is out of range and
   MM2 starts from the earliest offset: nothing of the new topic is lost. Either way the remote
-  topic now holds two topics' records, so the re-creation is reported even with 0 lost.
+  topic now holds two topics' records, so the re-creation is reported even with 0 lost. Which
+  stored offset: when MM2 has no running task at this look it has not read the new topic, and
+  its offsets now are where it resumes (a stopping task commits last, often after the look
+  before: at the 60 s resync that look can be a minute of traffic old); with a task running,
+  the offsets now may already be the new topic's, so the look before's are taken. A look that
+  comes between the re-creation and the new topic's records finds nothing lost yet: while MM2
+  has no running task and has not moved, each later look counts again what it will skip.
 
 Losses stay on the condition (False) until acknowledged: the annotation
 ``connectops.io/acknowledge-mirror-loss`` set to a value not acted on before clears them (a
@@ -48,6 +54,7 @@ from connectops.models.base import utcnow_iso
 from connectops.models.connector import ConnectorStatus, MirrorLoss, MirrorLossStatus, MirrorTopicSeen
 from connectops.reconcilers.common import Conditions
 from connectops.redact import Redactor
+from connectops_rules import mm2
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +62,6 @@ CONDITION = "MirrorComplete"
 ACK_ANNOTATION = "connectops.io/acknowledge-mirror-loss"
 TRUNCATED = "SourceTruncated"
 RECREATED = "SourceTopicRecreated"
-MIRROR_SOURCE_SUFFIX = "MirrorSourceConnector"
 #: each broker round trip of a look; a look makes three
 TIMEOUT_S = 10.0
 #: losses kept in the status (the oldest go first; the count stays in recordsLost)
@@ -79,7 +85,8 @@ class Observation:
 
 
 def is_mirror_source(connector_class: str) -> bool:
-    return connector_class.endswith(MIRROR_SOURCE_SUFFIX)
+    """By its class, as the check job recognises it too (connectops_rules.mm2)."""
+    return mm2.role_by_class(connector_class) is mm2.Mm2Role.SOURCE
 
 
 def stored_offsets(entries: Sequence[Mapping[str, Any]], alias: str) -> dict[Key, int]:
@@ -94,8 +101,29 @@ def stored_offsets(entries: Sequence[Mapping[str, Any]], alias: str) -> dict[Key
     return out
 
 
-def assess(previous: MirrorLossStatus | None, seen: Observation, now: str, ack: str | None) -> MirrorLossStatus:
-    """The new ``status.mirrorLoss`` from the last one and this look (module docstring)."""
+def needs_state(previous: MirrorLossStatus | None, seen: Observation) -> bool:
+    """Whether this look must know if MM2 has a running task (assess's ``idle``): a topic's ID
+    changed since the last look, or a re-creation found earlier waits for MM2 to resume."""
+    before = {t.topic: t.topic_id for t in (previous.topics if previous else [])}
+    if any(before.get(t, topic_id) != topic_id for t, topic_id in seen.topic_ids.items()):
+        return True
+    losses = previous.losses if previous else []
+    return any(
+        x.reason == RECREATED and _waiting(seen.stored.get((x.topic, x.partition)), x.first_lost) for x in losses
+    )
+
+
+def _waiting(stored: int | None, resume: int) -> bool:
+    """MM2's offset still just below where it resumes a re-created topic: it has not read it yet."""
+    return (stored if stored is not None else -1) == resume - 1
+
+
+def assess(
+    previous: MirrorLossStatus | None, seen: Observation, now: str, ack: str | None, *, idle: bool = False
+) -> MirrorLossStatus:
+    """The new ``status.mirrorLoss`` from the last one and this look (module docstring).
+    ``idle``: MM2 has no running task now, so its stored offsets are where it resumes, and a
+    topic re-created at an earlier look that MM2 has not resumed is counted again at this look."""
     before = {t.topic: t for t in (previous.topics if previous else [])}
     acknowledged = previous.acknowledged if previous else None
     losses = list(previous.losses) if previous else []
@@ -130,11 +158,18 @@ def assess(previous: MirrorLossStatus | None, seen: Observation, now: str, ack: 
             continue
         partitions = sorted(p for t, p in seen.log_end if t == topic)
         recreated = last is not None and last.topic_id != topic_id
+        # where MM2 resumes a topic re-created at an earlier look (the latest re-creation's)
+        waiting = {
+            x.partition: x.first_lost
+            for x in sorted(found.values(), key=lambda x: x.detected_at)
+            if x.topic == topic and x.reason == RECREATED
+        }
         for p in partitions:
             start, end, stored = seen.log_start[(topic, p)], seen.log_end[(topic, p)], seen.stored.get((topic, p))
             if recreated and last is not None:
                 old = last.stored.get(str(p))
-                resume = (old if old is not None else stored if stored is not None else -1) + 1
+                base = stored if idle and stored is not None else old if old is not None else stored
+                resume = (base if base is not None else -1) + 1
                 lost = resume - start if start < resume <= end else 0
                 tail = last.log_end.get(str(p), 0) - resume if old is not None else 0
                 record(
@@ -152,6 +187,19 @@ def assess(previous: MirrorLossStatus | None, seen: Observation, now: str, ack: 
                         "the new topic from its start"
                     )
                     + (f"; {tail} records of the old topic were not replicated at the look before" if tail > 0 else ""),
+                )
+            elif idle and p in waiting and _waiting(stored, waiting[p]) and start < waiting[p] <= end:
+                # re-created at an earlier look, and MM2 has not resumed since: the records the new
+                # topic got meanwhile below MM2's next offset are skipped as well when it does
+                resume = waiting[p]
+                record(
+                    topic,
+                    p,
+                    RECREATED,
+                    resume,
+                    resume - start,
+                    f"{topic}-{p} was deleted and re-created: MirrorMaker 2, not running, resumes the new topic at "
+                    f"offset {resume}, skipping its {resume - start} records from {start}",
                 )
             elif stored is not None and stored + 1 < start:
                 record(
@@ -265,12 +313,17 @@ class MirrorLossWatch:
                 )
             finally:
                 source.close()
+            # only around a re-creation: which stored offsets MM2 resumes from (assess)
+            idle = False
+            if needs_state(stored.mirror_loss, seen):
+                state = await client.get_status(connector)
+                idle = state is None or not any(t.state == "RUNNING" for t in state.tasks)
         except (ConnectError, KafkaOffsetsError, KafkaException, TimeoutError) as exc:
             text = redactor(f"{type(exc).__name__}: {exc}")[:500]
             conditions.set(CONDITION, None, "NotObservable", f"could not look for lost records: {text}")
             log.info("mirror loss of %s not observable: %s", connector, text)
             return
-        found = assess(stored.mirror_loss, seen, utcnow_iso(), annotations.get(ACK_ANNOTATION))
+        found = assess(stored.mirror_loss, seen, utcnow_iso(), annotations.get(ACK_ANNOTATION), idle=idle)
         ok, reason, message = condition(found)
         conditions.set(CONDITION, ok, reason, message, event_on_change=True, warning=not ok)
         status.mirror_loss = found

@@ -57,6 +57,7 @@ REFUSED = [
     ("offsetresets", {"connectorName": "x"}, "connectorName and mirrorMaker2 need clusterRef"),
     ("offsetresets", {"connectorRef": REF, "action": "alter"}, "action alter needs a non-empty offsets list"),
     ("offsetresets", {"connectorRef": REF, "offsets": [ENTRY]}, "offsets are only used by action alter"),
+    ("offsetresets", {"connectorRef": REF, "offsetsFrom": [{"name": "m"}]}, "offsetsFrom is only used by action alter"),
     ("offsetresets", {"connectorRef": REF, "action": "toTimestamp"}, "action toTimestamp needs timestamp"),
     ("offsetresets", {"connectorRef": REF, "action": "restore"}, "action restore needs restoreFrom"),
     (
@@ -162,6 +163,7 @@ REFUSED = [
 ACCEPTED = [
     ("offsetresets", VALID_RESET),
     ("offsetresets", {"connectorRef": REF, "action": "alter", "offsets": [ENTRY]}),
+    ("offsetresets", {"connectorRef": REF, "action": "alter", "offsetsFrom": [{"name": "m", "key": "o.json.gz"}]}),
     ("offsetresets", {"connectorName": "x", "clusterRef": REF, "action": "toTimestamp", "timestamp": "0"}),
     ("offsetresets", {"connectorRef": REF, "action": "restore", "restoreFrom": "backup"}),
     (

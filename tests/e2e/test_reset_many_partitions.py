@@ -1,4 +1,5 @@
-"""A source connector with 20,000 source partitions, reset, altered and restored on both
+"""A source connector with 20,000 source partitions, reset, altered (1,000 inline; all 20,000
+in one reset from ConfigMaps, offsetsFrom) and restored on both
 strategies (rest: KIP-875 calls; tombstone: records in the workers' offsets topic), one run
 killed mid-reset (SIGKILL after its offsets were changed, before that was recorded) and
 resumed by a new operator process. Status stays bounded: its size, read from the API server,
@@ -14,6 +15,8 @@ itself, compared with an expectation computed here from what was seeded.
 
 from __future__ import annotations
 
+import base64
+import gzip
 import json
 import time
 import uuid
@@ -143,15 +146,28 @@ def test_20000_source_partitions_on_both_strategies_with_a_kill_mid_reset(
     assert status["plan"]["entryCounts"] == {name: ALTER_MAX_ENTRIES}
     assert status["plan"]["entriesConfigMap"]
 
-    # -- rest alter of another thousand ---------------------------------------------------------
+    # -- rest alter of every seeded partition in one reset, its entries in two ConfigMaps ------
+    # (offsetsFrom: half as JSON in data, half gzip-compressed in binaryData), past what an
+    # inline list may hold
     second = [
-        {"partition": {"filename": f"/seeded/{i:05d}.txt"}, "offset": {"position": 3 * i}}
-        for i in range(PARTITIONS - ALTER_MAX_ENTRIES, PARTITIONS)
+        {"partition": {"filename": f"/seeded/{i:05d}.txt"}, "offset": {"position": 3 * i}} for i in range(PARTITIONS)
     ]
-    status, took["rest alter"] = run_reset(
-        k8s, "alter-r", {**target, "action": "alter", "strategy": "rest", "offsets": second}
+    half = PARTITIONS // 2
+    core = kubernetes.client.CoreV1Api(k8s.core.api_client)
+    core.create_namespaced_config_map(
+        k8s.ns,
+        kubernetes.client.V1ConfigMap(metadata={"name": "alter-a"}, data={"offsets.json": json.dumps(second[:half])}),
     )
-    sizes["rest alter"] = status_bytes(status)
+    packed = base64.b64encode(gzip.compress(json.dumps(second[half:]).encode())).decode()
+    core.create_namespaced_config_map(
+        k8s.ns, kubernetes.client.V1ConfigMap(metadata={"name": "alter-b"}, binary_data={"offsets.json.gz": packed})
+    )
+    from_config_maps = [{"name": "alter-a"}, {"name": "alter-b", "key": "offsets.json.gz"}]
+    status, took["rest alter (offsetsFrom)"] = run_reset(
+        k8s, "alter-r", {**target, "action": "alter", "strategy": "rest", "offsetsFrom": from_config_maps}
+    )
+    sizes["rest alter (offsetsFrom)"] = status_bytes(status)
+    assert status["plan"]["entryCounts"] == {name: PARTITIONS}
     expected = {**expected, **as_map(second)}
     assert connect_offsets(rest, name) == expected
     assert topic_offsets(connect, name) == expected

@@ -102,7 +102,9 @@ def test_the_check_identity_cannot_delete_a_backup(
     admin = client.CoreV1Api(kube_client)
     name = backup_name(ns, "r", str(uuid.uuid4()))
     # written as the operator writes every backup (and every piece of a chunked one)
-    created = asyncio.run(KubeClient(kube_client).create_config_map(ns, name, data={"backup.json": '{"takenAt": "t0"}'}))
+    created = asyncio.run(
+        KubeClient(kube_client).create_config_map(ns, name, data={"backup.json": '{"takenAt": "t0"}'})
+    )
     assert created
     core = client.CoreV1Api(api)
     attempts = {

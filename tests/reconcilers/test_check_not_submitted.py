@@ -237,7 +237,7 @@ async def test_the_probe_backs_off_to_its_cap_logs_a_failure_once_and_restarts_o
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     looked: list[float] = []
-    answers: list[bool | Exception] = [KubeUnavailable("discovery: TimeoutError")] * 4 + [False] * 3 + [True]
+    answers: list[bool | Exception] = [*[KubeUnavailable("discovery: TimeoutError")] * 4, *[False] * 3, True]
 
     async def look(timeout: float) -> bool:
         assert timeout > 0  # every read has its deadline

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import Any
+from typing import Any, cast
 
 import kopf
 import pytest
@@ -92,7 +92,8 @@ async def test_a_change_of_a_spec_still_refused_is_told_again_once() -> None:
     rig, told, body = legacy_rig()
     uid = body["metadata"]["uid"]
     await rig.passes.by_uid(uid, Trigger.RESYNC)
-    changed = {**LEGACY, "config": {**LEGACY["config"], "topic": "orders-2"}}
+    config = cast("dict[str, str]", LEGACY["config"])
+    changed = {**LEGACY, "config": {**config, "topic": "orders-2"}}
     rig.kube.replace_spec(NAMESPACE, "connectors", "orders", changed)
     rig.indexes.connector_event(copy.deepcopy(rig.kube.objects[(NAMESPACE, "connectors", "orders")]), deleted=False)
     for _ in range(5):

@@ -72,9 +72,20 @@ SINK_ONLY_ACTIONS = frozenset({ResetAction.TO_EARLIEST, ResetAction.TO_LATEST, R
 #: of any size).
 ALTER_MAX_ENTRIES: Final = 1000
 ALTER_MAX_BYTES: Final = 128 * 1024
+#: The most entries an alter takes from ConfigMaps (``offsetsFrom``) and inline together: a
+#: 20,000-partition alter is the size the tests prove end to end (models of that many entries
+#: are tens of MiB in the operator, read once at inspect); the plan and the backup go to
+#: chunked ConfigMaps, so status stays bounded.
+ALTER_FROM_MAX_ENTRIES: Final = 20_000
+#: ConfigMaps one alter may name: each holds at most ~1 MiB (etcd's object limit).
+ALTER_FROM_MAX_CONFIG_MAPS: Final = 32
+#: What one ConfigMap's value may inflate to (a gzip value is a user's: a bomb must not stop).
+ALTER_FROM_MAX_INFLATED_BYTES: Final = 16 * 1024 * 1024
+OFFSETS_KEY: Final = "offsets.json"
 ALTER_ALTERNATIVE: Final = (
-    "split the change over several OffsetResets, or put the offsets in a ConfigMap in a backup's "
-    "format and use action restore with restoreFrom (which sets exactly those offsets, removing the others)"
+    f"list them in ConfigMaps named in offsetsFrom (up to {ALTER_FROM_MAX_ENTRIES} entries), split the change "
+    "over several OffsetResets, or put the offsets in a ConfigMap in a backup's format and use action restore "
+    "with restoreFrom (which sets exactly those offsets, removing the others)"
 )
 
 
@@ -154,6 +165,27 @@ class OffsetEntry(CamelModel):
     partition: dict[str, Any] = Field(description="Partition map, e.g. {kafka_topic, kafka_partition}.")
     offset: dict[str, Any] | None = Field(
         default=None, description="Offset map, e.g. {kafka_offset: 42}; null removes the partition."
+    )
+
+
+class OffsetsConfigMapRef(CamelModel):
+    """A ConfigMap of the OffsetReset's namespace whose key holds alter entries: a JSON list of
+    ``{partition, offset}`` (as in ``offsets``), in ``data``, or gzip-compressed in ``binaryData``
+    when the key ends in ``.gz``. Read once, at inspect, before anything is stopped; what was
+    read is the plan from then on (a later edit of the ConfigMap changes nothing)."""
+
+    name: str = Field(
+        min_length=1,
+        max_length=253,
+        pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+        description="The ConfigMap's name (in the OffsetReset's namespace).",
+    )
+    key: str = Field(
+        default=OFFSETS_KEY,
+        min_length=1,
+        max_length=253,
+        pattern=r"^[-._a-zA-Z0-9]+$",
+        description=f"The key holding the entries ({OFFSETS_KEY} by default; *.gz: gzip, in binaryData).",
     )
 
 
@@ -242,8 +274,12 @@ class OffsetResetSpec(CamelModel):
             f"!({given('connectorName')} || {given('mirrorMaker2')}) || {given('clusterRef')}",
             "connectorName and mirrorMaker2 need clusterRef",
         ),
-        (f"self.action != 'alter' || {filled('offsets')}", "action alter needs a non-empty offsets list"),
+        (
+            f"self.action != 'alter' || {filled('offsets')} || {filled('offsetsFrom')}",
+            "action alter needs a non-empty offsets list or offsetsFrom",
+        ),
         (f"self.action == 'alter' || !{filled('offsets')}", "offsets are only used by action alter"),
+        (f"self.action == 'alter' || !{filled('offsetsFrom')}", "offsetsFrom is only used by action alter"),
         (
             f"!has(self.offsets) || size(self.offsets) <= {ALTER_MAX_ENTRIES}",
             f"an alter takes at most {ALTER_MAX_ENTRIES} offsets; for more, {ALTER_ALTERNATIVE}",
@@ -280,6 +316,15 @@ class OffsetResetSpec(CamelModel):
         description=(
             f"For alter: the partitions and their new offsets (at most {ALTER_MAX_ENTRIES} entries and "
             f"{ALTER_MAX_BYTES >> 10} KiB of them; for more, {ALTER_ALTERNATIVE})."
+        ),
+    )
+    offsets_from: list[OffsetsConfigMapRef] = Field(
+        default_factory=list,
+        max_length=ALTER_FROM_MAX_CONFIG_MAPS,
+        description=(
+            "For alter: ConfigMaps of this namespace holding more entries, added to offsets (at most "
+            f"{ALTER_FROM_MAX_ENTRIES} entries in all; a partition named twice is refused). Read at inspect, "
+            "before the stop; a missing or invalid one refuses the reset with nothing stopped."
         ),
     )
     timestamp: TimestampText | None = Field(
@@ -321,10 +366,12 @@ class OffsetResetSpec(CamelModel):
             raise ValueError("set exactly one of connectorRef, or connectorName/mirrorMaker2 with clusterRef")
         if has_name and self.cluster_ref is None:
             raise ValueError("connectorName and mirrorMaker2 need clusterRef")
-        if self.action == ResetAction.ALTER and not self.offsets:
-            raise ValueError("action alter needs a non-empty offsets list")
+        if self.action == ResetAction.ALTER and not self.offsets and not self.offsets_from:
+            raise ValueError("action alter needs a non-empty offsets list or offsetsFrom")
         if self.action != ResetAction.ALTER and self.offsets:
             raise ValueError("offsets are only used by action alter")
+        if self.action != ResetAction.ALTER and self.offsets_from:
+            raise ValueError("offsetsFrom is only used by action alter")
         size = len(json.dumps([e.model_dump(mode="json") for e in self.offsets], separators=(",", ":")))
         if size > ALTER_MAX_BYTES:
             raise ValueError(

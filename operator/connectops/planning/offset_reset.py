@@ -21,6 +21,7 @@ them as one table.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -39,6 +40,8 @@ from connectops.models.offset_reset import (
     ResumePolicy,
     StepState,
 )
+from connectops_rules import connect
+from connectops_rules.mm2 import SINK_TYPE, Mm2Role, mm2_role, partition_role
 
 
 class ConnectorKind(StrEnum):
@@ -50,6 +53,12 @@ class ConnectorKind(StrEnum):
 
 
 MIRROR_KINDS = frozenset({ConnectorKind.MIRROR_SOURCE, ConnectorKind.MIRROR_CHECKPOINT, ConnectorKind.MIRROR_HEARTBEAT})
+#: MirrorMaker 2's roles (connectops_rules.mm2, the rule the check job applies too) as reset kinds
+_MM2_KINDS = {
+    Mm2Role.SOURCE: ConnectorKind.MIRROR_SOURCE,
+    Mm2Role.CHECKPOINT: ConnectorKind.MIRROR_CHECKPOINT,
+    Mm2Role.HEARTBEAT: ConnectorKind.MIRROR_HEARTBEAT,
+}
 
 
 class Step(StrEnum):
@@ -114,19 +123,18 @@ class PlanError(ValueError):
     """The request cannot be carried out as asked (wrong kind, unsupported worker, bad offsets)."""
 
 
-def connector_kind(connector_class: str, rest_type: str | None) -> ConnectorKind:
-    """Kind from the class (MM2 connectors are sources to Connect, but reset differently).
+def connector_kind(
+    connector_class: str, rest_type: str | None, stored: Sequence[Mapping[str, Any]] | None = None
+) -> ConnectorKind:
+    """Kind from the class, else from the ``stored`` offsets' shape when given (MM2 connectors
+    are sources to Connect, but reset differently): ``connectops_rules.mm2.mm2_role``.
 
     In a ``mirrorMaker2`` reset the spec names each connector's role, which wins over this guess
     (MM2 forks and wrappers use other class names)."""
-    simple = connector_class.rsplit(".", 1)[-1]
-    if simple.endswith("MirrorSourceConnector"):
-        return ConnectorKind.MIRROR_SOURCE
-    if simple.endswith("MirrorCheckpointConnector"):
-        return ConnectorKind.MIRROR_CHECKPOINT
-    if simple.endswith("MirrorHeartbeatConnector"):
-        return ConnectorKind.MIRROR_HEARTBEAT
-    return ConnectorKind.SINK if rest_type == "sink" else ConnectorKind.SOURCE
+    role = mm2_role(connector_class, rest_type, stored)
+    if role is not None:
+        return _MM2_KINDS[role]
+    return ConnectorKind.SINK if rest_type == SINK_TYPE else ConnectorKind.SOURCE
 
 
 def mirror_roles(spec: OffsetResetSpec) -> dict[str, ConnectorKind]:
@@ -143,8 +151,8 @@ def mirror_roles(spec: OffsetResetSpec) -> dict[str, ConnectorKind]:
 
 
 def sink_group(connector: str, config: Mapping[str, str]) -> str:
-    """Connect's sink consumer group: ``connect-<name>`` unless overridden."""
-    return config.get("consumer.override.group.id") or f"connect-{connector}"
+    """Connect's sink consumer group: ``connect-<name>`` unless overridden (connectops_rules.connect)."""
+    return connect.sink_group(connector, config)
 
 
 def offset_syncs_topic(
@@ -174,14 +182,8 @@ def _is_nonneg_int(value: Any) -> bool:
 
 def entry_kind(entry: OffsetEntry) -> ConnectorKind | None:
     """Which MM2 connector a partition map belongs to, by its keys (None: not an MM2 shape)."""
-    keys = set(entry.partition)
-    if keys == {"cluster", "topic", "partition"}:
-        return ConnectorKind.MIRROR_SOURCE
-    if keys == {"group", "topic", "partition"}:
-        return ConnectorKind.MIRROR_CHECKPOINT
-    if keys == {"sourceClusterAlias", "targetClusterAlias"}:
-        return ConnectorKind.MIRROR_HEARTBEAT
-    return None
+    role = partition_role(entry.partition)
+    return None if role is None else _MM2_KINDS[role]
 
 
 def validate_entries(kind: ConnectorKind, entries: Sequence[OffsetEntry]) -> list[str]:
@@ -212,6 +214,19 @@ def validate_entries(kind: ConnectorKind, entries: Sequence[OffsetEntry]) -> lis
         elif not p:
             problems.append(f"{where}: empty partition map")
     return problems
+
+
+def duplicate_partitions(entries: Sequence[OffsetEntry]) -> list[str]:
+    """Partitions named more than once (their maps, in JSON, the first few): Connect applies
+    one of them and drops the others silently, so which offset wins would be an accident."""
+    seen: set[str] = set()
+    twice: list[str] = []
+    for entry in entries:
+        key = json.dumps(entry.partition, sort_keys=True, separators=(",", ":"))
+        if key in seen and key not in twice:
+            twice.append(key)
+        seen.add(key)
+    return twice
 
 
 # -- the plan -------------------------------------------------------------------------------------
@@ -326,6 +341,11 @@ def plan_reset(
             raise PlanError(f"action {action} applies to sink connectors; {target.name} is a {target.kind}")
     warnings = _external_offsets_warnings(spec, connectors)
     if action is ResetAction.ALTER:
+        if twice := duplicate_partitions(spec.offsets):
+            shown = ", ".join(twice[:3]) + (f" and {len(twice) - 3} more" if len(twice) > 3 else "")
+            raise PlanError(
+                f"{len(twice)} partition(s) named more than once in the alter: {shown}; nothing was changed"
+            )
         entries = _route_entries(spec.offsets, connectors)
         for target in connectors:
             problems = validate_entries(target.kind, entries.get(target.name, []))

@@ -164,6 +164,11 @@ class Previewer:
             if len(moves) > 50:
                 plan.changes.append(f"  - … and {len(moves) - 50} more")
             plan.notes.append(f"{kept} partition(s) keep their offset; a backup is taken first")
+            if spec.offsets_from:
+                plan.notes.append(
+                    f"the entries of the {len(spec.offsets_from)} ConfigMap(s) in offsetsFrom are not shown here: "
+                    "the reset reads them at inspect (its dryRun shows every partition)"
+                )
         else:
             plan.changes.append(f"stop {connector}, {action} its offsets, resume it")
             plan.notes.append(

@@ -35,7 +35,7 @@ from connectops.planning.offset_reset import (
     sink_group,
     untouched,
 )
-from connectops.reconcilers import reset_mm2, reset_plan_store
+from connectops.reconcilers import reset_mm2, reset_offsets_from, reset_plan_store
 from connectops.reconcilers.common import each_object
 from connectops.reconcilers.reset_backup import BackupStore
 from connectops.reconcilers.reset_run import Run
@@ -69,6 +69,7 @@ class Inspector:
         unwrap(backup_writable)
         targets = []
         roles = mirror_roles(run.spec)
+        read_now = dict(zip(run.connectors, unwrap(offsets), strict=True))
         for connector, (info, state) in zip(run.connectors, per_connector, strict=True):
             if info is None:
                 raise PlanError(f"connector {connector} does not exist in Kafka Connect")
@@ -76,8 +77,11 @@ class Inspector:
             targets.append(
                 TargetConnector(
                     name=connector,
+                    # the class first, else the stored offsets' shape: the rule the check applies
                     kind=roles.get(connector)
-                    or connector_kind(str(info["config"].get("connector.class", "")), info.get("type")),
+                    or connector_kind(
+                        str(info["config"].get("connector.class", "")), info.get("type"), read_now[connector]
+                    ),
                     state=state.state if state else "UNASSIGNED",
                     config=info["config"],
                     managed_state=str(owner[1].state) if owner else None,
@@ -86,7 +90,12 @@ class Inspector:
             )
         self._offsets_topic_exists(run, targets, topic_present)
         flows = await reset_mm2.other_flows(run, {name: owner[0] for name, owner in managed.items()})
-        plan = plan_reset(run.spec, targets, caps, has_kafka_access=run.kafka is not None, other_flows=flows)
+        spec, read_from = run.spec, ""
+        if spec.offsets_from:
+            loaded = await reset_offsets_from.load(self._kube, run.namespace, spec.offsets_from, len(spec.offsets))
+            spec = spec.model_copy(update={"offsets": [*spec.offsets, *loaded.entries]})
+            read_from = f"; alter entries read from ConfigMap {', '.join(loaded.read)}"
+        plan = plan_reset(spec, targets, caps, has_kafka_access=run.kafka is not None, other_flows=flows)
         published = ResetPlanStatus.model_validate(plan.summary())
         published.worker_version = version
         for entry in published.connectors:
@@ -107,7 +116,6 @@ class Inspector:
         run.status.plan = published
         # before anything is stopped: a plan or a backup that could not be stored is refused here
         await reset_plan_store.publish(self._kube, run, entries)
-        read_now = dict(zip(run.connectors, unwrap(offsets), strict=True))
         if dry_run:
             # the connector runs on: as of its last commit (the dry run's outcome says so)
             publish_current(run, read_now, as_of="lastCommit")
@@ -123,7 +131,7 @@ class Inspector:
             run.status.previous_states = {t.name: t.state for t in targets}
         return (
             f"{plan.strategy} {run.spec.action} of {', '.join(t.name for t in targets)} "
-            f"({', '.join(str(t.kind) for t in targets)}, worker {version})"
+            f"({', '.join(str(t.kind) for t in targets)}, worker {version}){read_from}"
         )
 
     @staticmethod

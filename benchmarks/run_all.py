@@ -40,6 +40,8 @@ SCRIPTS = [
     ("check_batch_bench", "check_batch"),
     ("burst_memory_bench", "burst_memory"),
     ("scrape_bench", "scrape"),
+    ("mm2_soak_bench", "mm2_soak"),
+    ("start_memory_bench", "start_memory"),
 ]
 START, END = "<!-- results:start -->", "<!-- results:end -->"
 
@@ -407,6 +409,32 @@ def report(results: Path) -> tuple[str, dict[str, Any]]:
                     and b["peak_applications_in_flight"] <= 4
                     and not b["verdicts_not_matching_their_configmap"]
                 ),
+            ]
+        )
+    if ms := load(results, "mm2_soak"):
+        rows.append(
+            [
+                f"MirrorMaker 2 healthy soak, {ms['seconds'] / 60:.0f} min at the production resync: "
+                f"{ms['restarts']} restarts of MM2's task, {ms['looks']} looks for loss",
+                "0 false alarms, 0 records lost",
+                f"{ms['false_alarms']} false alarms; {ms['records_produced']:,} produced, "
+                f"{ms['records_replicated']:,} on the target ({ms['duplicates_on_target']:,} duplicates), "
+                f"{ms['records_lost']} lost",
+                "",
+                met(ms["false_alarms"] == 0 and ms["records_lost"] == 0),
+            ]
+        )
+    if sm := load(results, "start_memory"):
+        hygiene(sm)
+        peak = sm["peak_rss_mib"]
+        rows.append(
+            [
+                f"Operator peak RSS from its start through {sm['resyncs']} resyncs: a {sm['listed']:,}-connector "
+                f"listing and {sm['failed']} statuses of {sm['tasks']:,} failed tasks vs the same without them",
+                f"< {sm['target_peak_mib']:.0f} MiB",
+                f"{peak['adversarial']:.0f} vs {peak['baseline']:.0f} MiB",
+                f"{sm['peak_ratio']:.2f}x",
+                met(sm["target_met"]),
             ]
         )
     rows.append(

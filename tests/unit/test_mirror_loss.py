@@ -120,3 +120,33 @@ def test_the_gauge_reads_the_published_status() -> None:
     text = b"".join(objects.render({"connectops_connector_mirror_records_lost"})).decode()
     assert 'connectops_connector_mirror_records_lost{name="mm2",namespace="ns"} 2' in text
     assert 'name="plain"' not in text
+
+
+def test_recreated_topic_under_a_stopped_mm2_counts_from_its_offsets_now() -> None:
+    """At the 60 s resync the look before the deletion can be a minute of traffic old: MM2 then
+    copied more and committed last as it stopped. With no task running MM2 has not read the
+    new topic, so it resumes at its offsets now (141 and 71), not the look before's (101, 51)."""
+    before = assess(None, look({0: 100, 1: 50}, {0: 0, 1: 0}, {0: 120, 1: 60}), "t1", None)
+    recreated = look({0: 140, 1: 70}, {0: 0, 1: 0}, {0: 300, 1: 20}, topic_id="id-2")
+    stopped = assess(before, recreated, "t2", None, idle=True)
+    assert {(x.partition, x.first_lost, x.lost) for x in stopped.losses} == {(0, 141, 141), (1, 71, 0)}
+    assert stopped.records_lost == 141
+    # a task running: its offsets now may be the new topic's already; the look before's count
+    running = assess(before, recreated, "t2", None)
+    assert {(x.partition, x.first_lost, x.lost) for x in running.losses} == {(0, 101, 101), (1, 51, 0)}
+
+
+def test_a_recreation_seen_before_its_records_is_counted_again_until_mm2_resumes() -> None:
+    """The look after the re-creation came before the new topic got its records: nothing lost
+    yet. MM2 stopped and not moved: a later look counts what it will skip; once it has moved
+    (or with a task running, which reads from the earliest when out of range), nothing more."""
+    before = assess(None, look({0: 9}, {0: 0}, {0: 10}), "t1", None)
+    empty = assess(before, look({0: 9}, {0: 0}, {0: 0}, topic_id="id-2"), "t2", None, idle=True)
+    assert [(x.first_lost, x.lost) for x in empty.losses] == [(10, 0)]
+    filled = look({0: 9}, {0: 0}, {0: 25}, topic_id="id-2")
+    assert assess(empty, filled, "t3", None).records_lost == 0  # a task running: it started at the earliest
+    later = assess(empty, filled, "t3", None, idle=True)
+    assert [(x.first_lost, x.lost, x.detected_at) for x in later.losses] == [(10, 10, "t2")]
+    # MM2 resumed and moved on: no more counting
+    moved = assess(later, look({0: 24}, {0: 0}, {0: 40}, topic_id="id-2"), "t4", None, idle=True)
+    assert moved.records_lost == 10

@@ -12,6 +12,11 @@ are checked concurrently in one SparkSession: sampling is waiting, so a batch ta
 as its slowest member, not the sum. One member's failure (its connector unreachable, say) is
 written as that member's verdict document, ``{"verdict": null, "error": ...}``, and does not fail
 the others; the run exits 1 only when some verdict could not be delivered.
+
+Why ~500 lines in one module: it is the job's whole command line (the options, their checks
+against the shared thresholds, ``--each``'s parsing over the common ones, and the exit status),
+and the options are read in one place so that the operator's SparkApplication arguments
+(``connectops.planning.checks``) have one counterpart to be held to.
 """
 
 from __future__ import annotations

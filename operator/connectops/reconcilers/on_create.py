@@ -25,6 +25,9 @@ namesake left under the new name removed): from here the entries are durable in 
 the reset's own lock, backup, read-back and crash safety apply. Only after it Succeeded is the
 old connector deleted (Connect keeps its offsets in Kafka; nothing reads them any more). A
 failure leaves the old connector STOPPED with its offsets untouched, and says so.
+
+Why one module past the usual size: the three modes answer one question, what the connector
+holds the moment it is created, and share the marker, the create and its read-back.
 """
 
 from __future__ import annotations

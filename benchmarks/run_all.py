@@ -42,6 +42,7 @@ SCRIPTS = [
     ("scrape_bench", "scrape"),
     ("mm2_soak_bench", "mm2_soak"),
     ("start_memory_bench", "start_memory"),
+    ("sink_partitions_bench", "sink_partitions"),
 ]
 START, END = "<!-- results:start -->", "<!-- results:end -->"
 

@@ -84,7 +84,7 @@ from connectops.adapters.kafka import (  # noqa: E402
     java_partition,
 )
 from harness import log, summary, table, write_result  # noqa: E402
-from tests.env.servers import KafkaBroker  # noqa: E402
+from tests.env.servers import KAFKA_VERSION, KafkaBroker  # noqa: E402
 
 NAME = "tombstone_scan"
 DEFAULT_OUTPUT = ROOT / "benchmarks" / "results" / f"{NAME}.json"
@@ -472,11 +472,11 @@ def median_of(runs: list[Run], records: int) -> dict[str, Any]:
 
 @contextlib.contextmanager
 def broker(workdir: Path) -> Iterator[KafkaBroker]:
-    tansu = KafkaBroker(workdir).start()
+    kafka = KafkaBroker(workdir).start()
     try:
-        yield tansu
+        yield kafka
     finally:
-        tansu.stop()
+        kafka.stop()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -492,10 +492,10 @@ def bench(args: argparse.Namespace, workdir: Path) -> int:
     log(f"generating {args.records:,} records: {args.connectors} connectors, {args.partitions} partitions")
     records, data = generate(args.records, args.partitions, args.connectors, args.versions)
     log(f"generated in {data.generate_seconds:.1f} s; target {data.target}: {len(data.expected)} keys")
-    with broker(workdir) as tansu:
-        bootstrap = tansu.bootstrap
-        broker_pid = tansu.processes[0].pid if tansu.processes else None
-        tansu_cpu = ProcCpu(broker_pid)
+    with broker(workdir) as server:
+        bootstrap = server.bootstrap
+        broker_pid = server.processes[0].pid if server.processes else None
+        broker_cpu = ProcCpu(broker_pid)
         create_topic(bootstrap, data.topic, data.partitions)
         data.produce_seconds = produce(bootstrap, data.topic, records, args.compression)
         del records
@@ -515,13 +515,11 @@ def bench(args: argparse.Namespace, workdir: Path) -> int:
             shift = round_ % len(readers)
             for tool in readers[shift:] + readers[:shift]:
                 if tool == "kcat":
-                    run = time_kcat(kcat, bootstrap, data, tansu_cpu, round_, kcat_timeout)
+                    run = time_kcat(kcat, bootstrap, data, broker_cpu, round_, kcat_timeout)
                 else:
-                    run = time_scan(bootstrap, data, tansu_cpu, round_)
+                    run = time_scan(bootstrap, data, broker_cpu, round_)
                 runs.append(run)
                 log(f"round {round_ + 1}/{args.repeat} {run.describe()}")
-        tansu_log = tansu.log_path.read_text(errors="replace")
-    version = re.search(r"^tansu broker (\d\S*)", tansu_log, re.MULTILINE)
 
     by_tool = {tool: median_of([r for r in runs if r.tool == tool], data.records) for tool in readers}
     kcat_rate = by_tool["kcat"]["records_per_second"]
@@ -561,7 +559,7 @@ def bench(args: argparse.Namespace, workdir: Path) -> int:
                 "expected_keys": len(data.expected),
                 "produce_records_per_second": data.records / data.produce_seconds if data.produce_seconds else 0.0,
             },
-            "broker": {"name": "tansu", "version": version[1] if version else None, "storage": "memory"},
+            "broker": {"name": "apache-kafka", "version": KAFKA_VERSION, "storage": "disk (KRaft, one node)"},
             "connectops": {
                 "call": "KafkaOffsets(bootstrap, None).scan_connector_offsets(topic, {connector})",
                 "confluent_kafka": str(confluent_kafka.version()),

@@ -24,6 +24,7 @@ from connectops.adapters.kafka import (
     GroupActive,
     KafkaClientConfigInvalid,
     KafkaOffsets,
+    KafkaOffsetsError,
     KafkaUnavailable,
     OffsetRecord,
     TombstoneVerificationFailed,
@@ -682,3 +683,66 @@ def test_truncate_compacted_offset_syncs_topic_keeps_its_policy(kafka: KafkaBrok
     assert ko.truncate_topic(topic) == {0: 3}
     assert ko.watermarks(topic) == {0: (3, 3)}
     assert policy() == "compact"
+
+
+def test_a_commit_larger_than_the_offsets_topic_takes_goes_in_pieces(
+    kafka: KafkaBroker, ko: KafkaOffsets, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kafka writes one OffsetCommit as one batch to __consumer_offsets: past its
+    max.message.bytes (1 MiB by default, ~10,000 partitions) the commit is refused whole. Here
+    the limit is scaled down on the real broker (16 KiB: a commit of 400 partitions is ~40 KiB)
+    so the same refusal comes from a few hundred partitions; the adapter's budget is scaled with
+    it, as COMMIT_BATCH_BYTES is half of the default."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+    from connectops.adapters.kafka import groups
+
+    topic, group = unique("wide"), unique("wide-group")
+    create_topic(kafka, topic, 400)
+    wanted = {(topic, p): 7 + p for p in range(400)}
+    admin = AdminClient(kafka.admin_config())
+
+    def limit(value: str | None) -> None:
+        op = AlterConfigOpType.SET if value is not None else AlterConfigOpType.DELETE
+        entry = ConfigEntry("max.message.bytes", value or "", incremental_operation=op)
+        target = ConfigResource(ConfigResource.Type.TOPIC, "__consumer_offsets", incremental_configs=[entry])
+        for future in admin.incremental_alter_configs([target]).values():
+            future.result(timeout=15)
+
+    first = unique("first")
+
+    def committed() -> bool:  # __consumer_offsets exists from here (its coordinator may be loading)
+        try:
+            ko.alter_group_offsets(first, {(topic, 0): 1})
+        except KafkaUnavailable:
+            return False
+        return True
+
+    wait_for(committed, timeout=60, what="a first commit")
+    limit("16384")
+    try:
+        # one commit of them all: refused whole, nothing committed
+        monkeypatch.setattr(groups.commit_chunks, "__defaults__", (1 << 30,))
+        with pytest.raises(KafkaOffsetsError):
+            ko.alter_group_offsets(group, wanted)
+        assert ko.group_offsets(group) == {}
+        # in pieces under the limit: every partition committed, as asked
+        monkeypatch.setattr(groups.commit_chunks, "__defaults__", (8192,))
+        assert len(groups.commit_chunks(group, wanted)) > 4
+        ko.alter_group_offsets(group, wanted)
+        assert ko.group_offsets(group) == wanted
+    finally:
+        limit(None)
+
+
+def test_commit_chunks_fit_the_default_limit_at_twenty_thousand_partitions() -> None:
+    from connectops.adapters.kafka.groups import COMMIT_BATCH_BYTES, commit_chunks
+
+    group = "connect-" + "s" * 200
+    offsets = {(f"topic-with-a-long-name-{t:04d}", p): 10**12 for t in range(100) for p in range(200)}
+    chunks = commit_chunks(group, offsets)
+    assert sorted((c.topic, c.partition) for chunk in chunks for c in chunk) == sorted(offsets)
+    # each under half of Kafka's default 1 MiB, counted generously per partition
+    for chunk in chunks:
+        assert sum(len(group) + len(c.topic) + 80 for c in chunk) <= COMMIT_BATCH_BYTES
+    assert len(chunks) < 20

@@ -20,6 +20,35 @@ from connectops.adapters.kafka.topics import TopicPartitionKey
 
 log = logging.getLogger(__name__)
 
+#: What one admin commit may carry, estimated. Kafka writes an OffsetCommit as ONE batch to
+#: ``__consumer_offsets``, under that topic's ``max.message.bytes`` (1 MiB by default): a commit of
+#: ~10,000 partitions is refused whole (an UNKNOWN error on every partition, nothing committed),
+#: measured on Apache Kafka 4.3.1 (benchmarks/README.md, the sink over 19,250 partitions). Half
+#: of the default leaves room for the record framing the estimate does not count.
+COMMIT_BATCH_BYTES = 512 * 1024
+#: per partition beyond its group and topic names: the key's and value's fixed fields, the
+#: commit timestamp, the empty metadata and the record's framing (~60 bytes measured), rounded up
+COMMIT_RECORD_OVERHEAD = 80
+
+
+def commit_chunks(
+    group: str, offsets: Mapping[TopicPartitionKey, int], budget: int = COMMIT_BATCH_BYTES
+) -> list[list[TopicPartition]]:
+    """``offsets`` in commits that each fit ``budget`` bytes, in partition order."""
+    chunks: list[list[TopicPartition]] = []
+    current: list[TopicPartition] = []
+    size = 0
+    for (topic, partition), offset in sorted(offsets.items()):
+        cost = len(group.encode()) + len(topic.encode()) + COMMIT_RECORD_OVERHEAD
+        if current and size + cost > budget:
+            chunks.append(current)
+            current, size = [], 0
+        current.append(TopicPartition(topic, partition, offset))
+        size += cost
+    if current:
+        chunks.append(current)
+    return chunks
+
 
 class ConsumerGroupOffsets(KafkaClient):
     """Committed offsets, members and deletion of consumer groups."""
@@ -118,6 +147,12 @@ class ConsumerGroupOffsets(KafkaClient):
         Kafka accepts admin commits only while the group has no members: otherwise this raises
         :class:`GroupActive` (UNKNOWN_MEMBER_ID per partition from the coordinator). A commit is
         idempotent, so one dropped connection is retried here at once.
+
+        Many partitions go in several commits (:func:`commit_chunks`), since Kafka refuses one
+        larger than ``__consumer_offsets``' message size whole. No consumer sees the halfway
+        state (the group has no members while this runs), and a failure between two commits
+        leaves the earlier ones in place: the caller reads the group back, as after any failed
+        change, and a rerun commits them all again.
         """
         fence.check()
         operation = f"alter offsets of group {group!r}"
@@ -126,9 +161,10 @@ class ConsumerGroupOffsets(KafkaClient):
         for (topic, partition), offset in offsets.items():
             if offset < 0:
                 raise ValueError(f"offset for {topic}[{partition}] must be >= 0, not {offset}")
-        request = ConsumerGroupTopicPartitions(
-            group, [TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())]
-        )
+        for chunk in commit_chunks(group, offsets):
+            self._alter_chunk(group, ConsumerGroupTopicPartitions(group, chunk), operation)
+
+    def _alter_chunk(self, group: str, request: ConsumerGroupTopicPartitions, operation: str) -> None:
         for attempt in (1, 2):
             try:
                 self._alter_once(group, request, operation)
@@ -152,4 +188,4 @@ class ConsumerGroupOffsets(KafkaClient):
                 raise self._error(tp.error, operation, f"{tp.topic}[{tp.partition}]")
 
 
-__all__ = ["ConsumerGroupOffsets"]
+__all__ = ["COMMIT_BATCH_BYTES", "ConsumerGroupOffsets", "commit_chunks"]

@@ -15,12 +15,17 @@ collection against the stopped connector), must say the same.
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
-from confluent_kafka import TopicPartition
+from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from prometheus_client.parser import text_string_to_metric_families
 from pyspark.sql import SparkSession
 
 from connectops.object_metrics import OBJECTS
@@ -31,7 +36,7 @@ from tests.e2e.conftest import K8s, wait_for
 from tests.e2e.mm2_fixtures import COMMITTED, UPSTREAM, Flow, cluster_a, mm2_worker, start_flow
 from tests.env.mm2 import checkpoints, consume_and_commit, group_offsets, read_records, values_by_partition
 from tests.env.records import batching_producer
-from tests.env.servers import KafkaBroker
+from tests.env.servers import ConnectWorker, KafkaBroker, free_port
 from tests.spark.conftest import spark
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.spark]
@@ -295,3 +300,146 @@ def test_mm2_replication_and_checkpoint_lag_equal_the_hand_computation(
     ]
     assert (doc["failover"]["total"], doc["failover"]["unknown"]) == (sum(again.values()), 0)
     set_state(k8s, flow, "running", role="checkpoint")
+
+
+# --- MirrorMaker 2's own (time-based) metrics against the check's lag --------------------------
+
+MM2_RULES = Path(__file__).resolve().parents[1] / "env" / "jmx" / "mirror-maker-2-metrics.yml"
+
+
+@pytest.fixture
+def mm2_metrics_worker(testenv_root: Path, kafka: KafkaBroker) -> Iterator[ConnectWorker]:
+    """An MM2 worker group of its own with the JMX exporter's agent serving MM2's MBeans: the
+    shared one is started by ``connect_factory``, which runs no agent. One more worker start;
+    listed before ``k8s`` so that it outlives the test's Connector objects."""
+    worker = ConnectWorker(
+        testenv_root, kafka.bootstrap, name="mm2-metrics", metrics_port=free_port(), metrics_rules=MM2_RULES
+    )
+    try:
+        yield worker.start()
+        # the test's namespace deletes its Connectors without waiting: their finalizers need the worker
+        wait_for(lambda: httpx.get(f"{worker.url}/connectors", timeout=10).json() == [], 60, "connectors deleted")
+    finally:
+        # nothing left to commit (no connectors; topics of its own): no graceful stop needed
+        worker.kill()
+
+
+def mm2_metrics(worker: ConnectWorker, flow: Flow) -> dict[tuple[str, str], float]:
+    """This flow's MM2 figures the exporter serves now: (metric, partition or group:partition)."""
+    assert worker.metrics_url is not None
+    text = httpx.get(worker.metrics_url, timeout=10).text
+    prefix = "kafka_connect_mirror_"
+    found: dict[tuple[str, str], float] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name.startswith(prefix) and s.labels.get("source") == flow.source_alias:
+                where = (
+                    s.labels["partition"] if "group" not in s.labels else f"{s.labels['group']}:{s.labels['partition']}"
+                )
+                name = s.name.removeprefix(prefix).removeprefix("source_connector_")
+                found[(name.removeprefix("checkpoint_connector_"), where)] = float(s.value)
+    return found
+
+
+class Traffic:
+    """A steady producer on ``a`` (one record per partition every 50 ms), remembering each
+    record's timestamp (CreateTime, what MM2's record age is measured from) by offset."""
+
+    def __init__(self, a: KafkaBroker, topic: str) -> None:
+        self.producer = Producer({"bootstrap.servers": a.bootstrap, "linger.ms": 5})
+        self.topic, self.ts = topic, dict[tuple[int, int], int]()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _delivered(self, err: Any, msg: Any) -> None:
+        if err is None:
+            self.ts[(msg.partition(), msg.offset())] = msg.timestamp()[1]
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            for p in UPSTREAM:
+                self.producer.produce(self.topic, value=b"steady", partition=p, on_delivery=self._delivered)
+            self.producer.poll(0)
+            time.sleep(0.05)
+        self.producer.flush(10)
+
+    def __enter__(self) -> Traffic:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join(30)
+
+    def log_end(self) -> dict[int, int]:
+        return {p: 1 + max(o for q, o in list(self.ts) if q == p) for p in UPSTREAM}
+
+
+def test_mm2_own_time_metrics_are_silent_on_a_backlog_the_check_times(
+    mm2_metrics_worker: ConnectWorker, k8s: K8s, cluster_a: KafkaBroker, kafka: KafkaBroker, spark: SparkSession
+) -> None:
+    """MM2's record-age-ms / replication-latency-ms are measured when MM2 copies a record (now -
+    its timestamp, at poll / at the target's ack), so they stand still while MM2 is paused, however
+    large the backlog grows; the check's time lag (the next record MM2 would copy, looked up on
+    the source's log-end over time) grows with it. Once MM2 resumes, its record-age-ms-max is
+    the check's time lag plus the time from the check to the resume: the same quantity, seen late.
+    checkpoint-latency-ms is the time from MM2 emitting a checkpoint to the target's ack (the
+    checkpoint record's timestamp is its emission), so it says nothing about checkpoint lag."""
+    worker = mm2_metrics_worker
+    flow = start_flow(k8s, cluster_a, kafka, worker)
+    source = flow.names["source"]
+    with Traffic(cluster_a, flow.topic) as traffic:
+        # steady state: MM2 copies the traffic (not only start_flow's records) as it arrives
+        def steady() -> bool:
+            m = mm2_metrics(worker, flow)
+            copied = all(m.get(("record_count", str(p)), 0) >= n + 20 for p, n in UPSTREAM.items())
+            return copied and all(0 <= m[("record_age_ms", str(p))] < 2000 for p in UPSTREAM)
+
+        wait_for(steady, 30, "MM2 replicating the steady traffic")
+        k8s.patch_spec("connectors", source, {"state": "paused"})
+        wait_for(lambda: flow.rest.state(source) == "PAUSED", 60, f"{source} PAUSED")
+        time.sleep(4)
+        during = mm2_metrics(worker, flow)
+        snap = collect_snapshot(kafka.bootstrap, worker.url, source, 3, 1.0)
+        later = mm2_metrics(worker, flow)
+        doc = run_check(snap, Settings(desired_state="paused"), spark)
+        stored = flow.source_offsets()
+        now_ms = snap.samples[-1].ts_ms
+        # the next record MM2 copies, its timestamp on a: the time lag by hand, at the check's now
+        first = {p: traffic.ts[(p, stored[(flow.source_alias, p)] + 1)] for p in UPSTREAM}
+        hand = {p: (now_ms - first[p]) / 1000 for p in UPSTREAM}
+        check = {p["partition"]: p["timeLagSeconds"] for p in doc["lag"]["topPartitions"]}
+        lag = job_lags(doc)
+        t_patch = int(time.time() * 1000)
+        k8s.patch_spec("connectors", source, {"state": "running"})
+        wait_for(lambda: flow.rest.state(source) == "RUNNING", 60, f"{source} RUNNING")
+        t_running = int(time.time() * 1000)
+        end = traffic.log_end()
+        wait_for(lambda: all(o + 1 >= end[p] for (_, p), o in flow.source_offsets().items()), 60, "MM2 caught up")
+    after = mm2_metrics(worker, flow)
+
+    for p in UPSTREAM:
+        at = str(p)
+        # the check saw a backlog of seconds...
+        assert lag[(flow.topic, p)] >= 50, lag  # ~20 records/s for 6 s or more
+        assert hand[p] >= 5
+        assert check[p] is not None
+        assert abs(check[p] - hand[p]) <= max(1.0, 0.15 * hand[p]), (check, hand)
+        # ...while MM2's own figures did not move: nothing was copied, so nothing was measured
+        for name in ("record_count", "record_age_ms", "replication_latency_ms"):
+            assert during[(name, at)] == later[(name, at)], (name, during, later)
+        assert later[("record_age_ms", at)] < 2000 < 1000 * hand[p]
+        # resumed: the oldest record MM2 copied was first[p]; its age when polled lies between
+        # the resume request and the first look that saw the task running (+ a poll)
+        age_max = after[("record_age_ms_max", at)]
+        assert t_patch - first[p] <= age_max <= t_running - first[p] + 5000, (age_max, t_patch, t_running)
+        # the same quantity: the check's time lag, extended by the time from the check to the resume
+        predicted = 1000 * check[p] + (t_patch - now_ms)
+        slack = 1000 * max(1.0, 0.15 * hand[p]) + (t_running - t_patch) + 2000
+        assert abs(age_max - predicted) <= slack, (age_max, check, t_patch - now_ms, t_running - now_ms)
+        # acked after it was polled: the latency of the same records is at least their age
+        assert after[("replication_latency_ms_max", at)] >= age_max
+    # checkpoints: MM2's figure exists per group partition and is the emit-to-ack time only
+    cps = {k: v for k, v in after.items() if k[0] == "checkpoint_latency_ms_max"}
+    assert set(cps) == {("checkpoint_latency_ms_max", f"{flow.group}:{p}") for p in UPSTREAM}, after
+    assert all(0 <= v < 2000 for v in cps.values()), cps

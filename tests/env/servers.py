@@ -819,6 +819,7 @@ class ConnectWorker(_Server):
         metrics_port: int | None = None,
         jar_dir: Path | None = None,
         version: str = KAFKA_VERSION,
+        metrics_rules: Path = STRIMZI_CONNECT_METRICS_RULES,
     ) -> None:
         self.workdir = _unique_workdir(root, name)
         # Another Connect release (tests/env/connect_versions): its classpath, and its version,
@@ -848,6 +849,8 @@ class ConnectWorker(_Server):
         # As Strimzi runs a worker: the JMX exporter's agent in the worker's JVM, serving the
         # MBeans of Kafka's JmxReporter (on by default) through Strimzi's Connect rules.
         self.metrics_port = metrics_port
+        # the exporter's rules: Strimzi's Connect rules unless a test serves other MBeans (MM2's)
+        self.metrics_rules = metrics_rules
         self.metrics_url = f"http://127.0.0.1:{metrics_port}/metrics" if metrics_port is not None else None
         self.properties_path = self.workdir / "worker.properties"
         self.log_path = self.workdir / "connect.log"
@@ -912,7 +915,7 @@ class ConnectWorker(_Server):
         classpath = ":".join([f"{jars}/*", *(str(p) for p in self.extra_classpath)])
         agent: list[str] = []
         if self.metrics_port is not None:
-            agent = [f"-javaagent:{jmx_exporter_agent()}=127.0.0.1:{self.metrics_port}:{STRIMZI_CONNECT_METRICS_RULES}"]
+            agent = [f"-javaagent:{jmx_exporter_agent()}=127.0.0.1:{self.metrics_port}:{self.metrics_rules}"]
         self._proc = ManagedProcess(
             f"connect[{self.name}]",
             [

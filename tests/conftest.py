@@ -76,6 +76,9 @@ SLOW_FIRST = (
     # while the other workers run the rest; warm, 20 s
     "tests/e2e/test_kube_oldest.py",
     "tests/helm/test_rbac_proof.py",  # 310
+    "tests/e2e/test_mm2_soak.py",  # 300-350 (a 3-minute healthy MM2 flow, then a re-creation at the 60 s resync)
+    "tests/e2e/test_reset_many_partitions.py",  # 150-330 (20,000 source partitions, two operator processes)
+    "tests/e2e/test_mm2_check.py",  # 250 (real MM2; one test with its own worker and the JMX exporter)
     "tests/e2e/test_offset_reset_mm2.py",  # 140 alone (two clusters, real MirrorMaker 2)
     "tests/e2e/test_debezium_postgres.py",  # 90 alone (PostgreSQL, its own worker)
     "tests/spark/test_ownership_protocol.py",  # 120 alone (two sinks settling their groups)
@@ -84,8 +87,11 @@ SLOW_FIRST = (
     "tests/e2e/test_founding_case_pre31.py",  # 130-165 alone (a 3.0.0 worker under pressure)
     "tests/helm/test_upgrade.py",  # 60-90 alone (its own API server, two operator processes)
     "tests/e2e/test_check_kind_appears.py",  # 100-130 (its own API server, the 60 s defaults)
-    "tests/e2e/test_mm2_soak.py",  # a 3-minute healthy MM2 flow, then a re-creation at the 60 s resync
     "tests/e2e/test_offset_truth_sink.py",  # 190
+    "tests/e2e/test_group_failover.py",  # 80-120 (a -> b and b -> a MirrorMaker 2 flows)
+    "tests/e2e/test_reset_production.py",  # 100 (the production defaults)
+    "tests/e2e/test_restart_pace.py",  # the production resync
+    "tests/e2e/test_verbs_pace.py",  # the production resync
     "tests/e2e/test_offset_reset_crash.py",  # 176
     "tests/e2e/test_offset_reset_faults.py",  # 164
     "tests/e2e/test_offset_reset_e2e.py",  # 160

@@ -478,6 +478,9 @@ _CLIENT_DENIED = re.compile(
 #: the operator's startup LIST of claims (adapters/kube.py custom_object_pages): "list <plural> in
 #: <namespace>: Kubernetes API answered 403 ..."
 _LIST_DENIED = re.compile(r"(list [\w.]+) in [\w. -]+: Kubernetes API answered 403")
+#: the operator's status writes, every one through adapters/kube.py patch_status (kopf's handler
+#: status included): "<plural> <ns>/<name> status: Kubernetes API answered 403 ..."
+_STATUS_DENIED = re.compile(r"\b(\w+) [\w.-]+/[\w.-]+ status: Kubernetes API answered 403")
 _KOPF_PERMISSIONS = "Not enough permissions"
 
 
@@ -485,6 +488,7 @@ def denied_in_log(log: str) -> set[str]:
     found = {f"{verb} {resource}" for verb, resource in _KOPF_DENIED.findall(log)}
     found |= set(_CLIENT_DENIED.findall(log))
     found |= set(_LIST_DENIED.findall(log))
+    found |= {f"patch {plural}/status" for plural in _STATUS_DENIED.findall(log)}
     return found
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import itertools
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -224,6 +224,21 @@ class Flow:
         }
 
 
+def produce_topic(broker: KafkaBroker, topic: str, counts: Mapping[int, int], prefix: str) -> dict[int, list[bytes]]:
+    """Create ``topic`` with a partition per ``counts`` key and write that many records to each,
+    ``<prefix><partition>-<i>`` as key and value, batched as producers do."""
+    admin = AdminClient(broker.admin_config())
+    admin.create_topics([NewTopic(topic, len(counts), 1)])[topic].result(timeout=15)
+    broker.wait_for_leaders(topic, len(counts))
+    values = {p: [f"{prefix}{p}-{i}".encode() for i in range(n)] for p, n in counts.items()}
+    producer = batching_producer(broker.bootstrap)
+    for p, records in values.items():
+        for value in records:
+            producer.produce(topic, key=value, value=value, partition=p)
+    assert producer.flush(15) == 0
+    return values
+
+
 def start_flow(
     k8s: K8s,
     a: KafkaBroker,
@@ -248,16 +263,7 @@ def start_flow(
     run = uuid.uuid4().hex[:6]
     topic = f"orders-{run}"
     source_alias, target_alias = f"a-{run}", f"b-{run}"
-    admin = AdminClient(a.admin_config())
-    for future in admin.create_topics([NewTopic(topic, len(UPSTREAM), 1)]).values():
-        future.result(timeout=15)
-    a.wait_for_leaders(topic, len(UPSTREAM))
-    produced = {p: [f"p{p}-{i}".encode() for i in range(n)] for p, n in UPSTREAM.items()}
-    producer = batching_producer(a.bootstrap)
-    for p, values in produced.items():
-        for value in values:
-            producer.produce(topic, key=value, value=value, partition=p)
-    assert producer.flush(15) == 0
+    produced = produce_topic(a, topic, UPSTREAM, "p")
     named = [g.replace("{run}", run) for g in groups]
     read = {g: consume_and_commit(a.bootstrap, g, topic, COMMITTED) for g in named}
     for got in read.values():

@@ -32,11 +32,11 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 
 from connectops.models import GROUP
 from tests.e2e.conftest import ConnectREST, K8s, wait_for
-from tests.e2e.mm2_fixtures import CLUSTER, COMMITTED, UPSTREAM, Flow, cluster_a, mm2_worker, start_flow
+from tests.e2e.mm2_fixtures import CLUSTER, COMMITTED, UPSTREAM, Flow, cluster_a, mm2_worker, produce_topic, start_flow
 from tests.e2e.test_plan import _object, _plan
 from tests.env.mm2 import (
     MIRROR_CHECKPOINT,
@@ -52,7 +52,6 @@ from tests.env.mm2 import (
     translate_downstream,
     values_by_partition,
 )
-from tests.env.records import batching_producer
 from tests.env.servers import ConnectWorker, KafkaBroker
 
 pytestmark = pytest.mark.timeout(300)
@@ -393,16 +392,7 @@ def _all_offsets(broker: KafkaBroker, group: str) -> dict[tuple[str, int], int]:
 
 
 def _produce(broker: KafkaBroker, topic: str, counts: dict[int, int]) -> dict[int, list[bytes]]:
-    admin = AdminClient(broker.admin_config())
-    admin.create_topics([NewTopic(topic, len(counts), 1)])[topic].result(timeout=15)
-    broker.wait_for_leaders(topic, len(counts))
-    values = {p: [f"b{p}-{i}".encode() for i in range(n)] for p, n in counts.items()}
-    producer = batching_producer(broker.bootstrap)
-    for p, records in values.items():
-        for value in records:
-            producer.produce(topic, key=value, value=value, partition=p)
-    assert producer.flush(15) == 0
-    return values
+    return produce_topic(broker, topic, counts, "b")
 
 
 class BackFlow:

@@ -178,15 +178,21 @@ async def test_the_kind_appearing_asks_each_waiting_check_once_in_one_batch() ->
     await process.checks.batches.close()
 
 
+async def _refused_sink(process: Process, kube: FakeKube, workers: dict[str, FakeConnect]) -> World:
+    """A sink Connector whose check was refused as not served, and says so in its status."""
+    world = process.world(kube, workers)
+    world.apply(_spec("sink"), name="sink")
+    await world.reconcile()
+    await _until("the refusal", lambda: bool(process.woken))
+    await world.reconcile(periodic=True)
+    assert world.status["lastCheck"]["state"] == "NOT_SUBMITTED"
+    return world
+
+
 async def test_a_new_process_resumes_the_wait_from_the_status() -> None:
     kube, workers = _servers()
     first = Process(kube, workers)
-    before = first.world(kube, workers)
-    before.apply(_spec("sink"), name="sink")
-    await before.reconcile()
-    await _until("the refusal", lambda: bool(first.woken))
-    await before.reconcile(periodic=True)
-    assert before.status["lastCheck"]["state"] == "NOT_SUBMITTED"
+    before = await _refused_sink(first, kube, workers)
     await first.checks.batches.close()  # the process stops; the kind appears while none runs
 
     kube.not_served.clear()
@@ -277,12 +283,7 @@ async def test_the_probe_backs_off_to_its_cap_logs_a_failure_once_and_restarts_o
 async def test_checks_turned_off_while_waiting_end_the_wait() -> None:
     kube, workers = _servers()
     process = Process(kube, workers)
-    world = process.world(kube, workers)
-    world.apply(_spec("sink"), name="sink")
-    await world.reconcile()
-    await _until("the refusal", lambda: bool(process.woken))
-    await world.reconcile(periodic=True)
-    assert world.status["lastCheck"]["state"] == "NOT_SUBMITTED"
+    world = await _refused_sink(process, kube, workers)
     world.apply({**_spec("sink"), "check": {"enabled": False}})
     await world.reconcile()  # no change to Connect: nothing asks a check, and nothing waits any more
     await asyncio.sleep(3 * FIRST)

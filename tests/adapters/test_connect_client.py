@@ -118,6 +118,51 @@ def test_a_huge_answer_is_refused_unread(proxy: FaultProxy, declared_length: boo
     assert grown_kib < 50 * 1024, f"peak RSS grew by {grown_kib} KiB"
 
 
+@pytest.mark.parametrize("at_once", [1, 8], ids=["one-at-a-time", "all-at-once"])
+def test_large_answers_of_one_worker_group_are_read_in_turn(proxy: FaultProxy, at_once: int) -> None:
+    """Eight calls in flight (the lanes' default), each answered 12 MiB under a 16 MiB cap: read
+    together they would be held together (8 x 12 MiB, and the join of each); past 1 MiB each
+    waits its turn, so the client holds one whole answer and seven beginnings. ``all-at-once``
+    is the same client with eight turns: the measure that shows the difference (tracemalloc's
+    peak, the proxy's buffers in this process included), and every call still gets its answer
+    (whitespace: not Connect's, so each ends as NotKafkaConnect, none by a timeout)."""
+    import tracemalloc
+
+    from connectops.adapters.connect_rest import ConnectError
+
+    mib = 12
+    proxy.add_rule(FaultRule.huge(mib, method="GET", path=r"^/connector-plugins$"))
+
+    async def eight() -> list[str]:
+        async with ConnectClient(
+            proxy.url, timeout=60, read_retries=0, max_response_bytes=16 << 20, large_answers_at_once=at_once
+        ) as c:
+
+            async def one() -> str:
+                # the outcome's name only: a failure kept whole keeps its frames, and the answer in them
+                try:
+                    await c.list_plugins()
+                except ConnectError as exc:
+                    return type(exc).__name__
+                return "answered"
+
+            return await asyncio.gather(*(one() for _ in range(8)))
+
+    tracemalloc.start()
+    try:
+        outcomes = asyncio.run(eight())
+        peak_mib = tracemalloc.get_traced_memory()[1] / (1 << 20)
+    finally:
+        tracemalloc.stop()
+    assert outcomes == [NotKafkaConnect.__name__] * 8
+    whole = 2 * mib  # an answer's chunks and their join
+    if at_once == 1:
+        # one whole answer, seven beginnings of ~1 MiB, the proxy's send buffers (~1 MiB each)
+        assert peak_mib < whole + 8 * 2 + 8, f"peak {peak_mib:.0f} MiB"
+    else:
+        assert peak_mib > 4 * whole, f"peak {peak_mib:.0f} MiB: the measure no longer tells the two apart"
+
+
 async def health(proxy: FaultProxy) -> WorkerHealth:
     async with client(proxy) as c:
         return await c.health()

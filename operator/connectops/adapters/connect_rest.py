@@ -185,6 +185,9 @@ def _segment(name: str) -> str:
     return quote(name, safe="")
 
 
+#: an answer past this size is a large one: of those, one worker group's client reads
+#: ``large_answers_at_once`` at a time (see ConnectClient._read)
+LARGE_ANSWER_BYTES = 1 << 20
 _REBALANCE_HINTS = ("rebalance", "stale configuration", "concurrent config", "leader")
 #: the offsets calls whose refusals may be validation (see ConnectOffsetsInvalid)
 _OFFSETS_WRITES = frozenset({"alter offsets", "reset offsets"})
@@ -236,6 +239,8 @@ class ConnectClient:
         read_retries: int = 2,
         read_retry_delay: float = 0.2,
         max_response_bytes: int = 32 << 20,
+        large_answer_bytes: int = LARGE_ANSWER_BYTES,
+        large_answers_at_once: int = 1,
         transport: httpx.AsyncBaseTransport | None = None,
         address_guard: AddressGuard | None = None,
     ) -> None:
@@ -266,6 +271,14 @@ class ConnectClient:
         # two reads of its own (apply_bench: 240 s and 11,382 calls instead of one)
         self._listing_deadline = max(timeout, listing_timeout or timeout)
         self._max_bytes = max_response_bytes
+        # The cap bounds one answer; the lanes let ``max_concurrency`` of them arrive at once, so
+        # one worker group (or anything at its restUrl) could have the operator hold that many
+        # capped answers together (8 x 32 MiB). Past ``large_answer_bytes`` an answer goes on
+        # only in its turn: this group then holds at most ``max_concurrency`` small beginnings
+        # and ``large_answers_at_once`` whole answers. Per client, not per process, so that an
+        # endpoint trickling large answers slows its own ConnectCluster's reads and no other's.
+        self._large_bytes = large_answer_bytes
+        self._large = asyncio.Semaphore(max(1, large_answers_at_once))
         self.request_count = 0
 
     async def aclose(self) -> None:
@@ -328,6 +341,8 @@ class ConnectClient:
                 if response.status_code < 400:
                     return response
                 error = self._error_for(response, operation)
+                # not held through a retry's wait: an error page can be as large as any answer
+                del response
             if isinstance(error, ConnectRebalancing) and attempt < self._rebalance_retries:
                 attempt += 1
                 await asyncio.sleep(self._rebalance_delay * 2 ** (attempt - 1))
@@ -377,20 +392,34 @@ class ConnectClient:
                 raise ConnectResponseTooLarge(self._too_large(operation), operation=operation)
             chunks: list[bytes] = []
             size = 0
-            async for chunk in streamed.aiter_bytes():
-                size += len(chunk)
-                if size > self._max_bytes:
-                    raise ConnectResponseTooLarge(self._too_large(operation), operation=operation)
-                chunks.append(chunk)
-            # the body is already decoded: keep no header that would make httpx decode it again
-            headers = [
-                (k, v)
-                for k, v in streamed.headers.multi_items()
-                if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")
-            ]
-            return httpx.Response(
-                streamed.status_code, headers=headers, content=b"".join(chunks), request=streamed.request
-            )
+            # Released when the answer is whole: its caller parses it before anything else runs
+            # (no await between this return and the parse, but for a listing that waits on its
+            # claims as bytes), so the next large answer is read after this one's parse.
+            large = False
+            try:
+                if declared.isdigit() and int(declared) > self._large_bytes:
+                    await self._large.acquire()
+                    large = True
+                async for chunk in streamed.aiter_bytes():
+                    size += len(chunk)
+                    if size > self._max_bytes:
+                        raise ConnectResponseTooLarge(self._too_large(operation), operation=operation)
+                    chunks.append(chunk)
+                    if not large and size > self._large_bytes:
+                        await self._large.acquire()
+                        large = True
+                # the body is already decoded: keep no header that would make httpx decode it again
+                headers = [
+                    (k, v)
+                    for k, v in streamed.headers.multi_items()
+                    if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")
+                ]
+                return httpx.Response(
+                    streamed.status_code, headers=headers, content=b"".join(chunks), request=streamed.request
+                )
+            finally:
+                if large:
+                    self._large.release()
 
     def _too_large(self, operation: str) -> str:
         return (

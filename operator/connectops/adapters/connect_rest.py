@@ -5,9 +5,9 @@ It owns the wire format (paths, JSON shapes, status codes by Kafka version, see
 :class:`ConnectError`; callers never see httpx exceptions. Connector names are always
 percent-encoded as one path segment, because Connect accepts names with ``/``, spaces, ``?``…
 
-Why ~600 lines in one module: one method per REST endpoint, each a few lines, over one request
-path (deadline, size bound, concurrency lanes, error typing); the answers' shapes are checked in
-connect_answers.py.
+Why ~750 lines in one module: one method per REST endpoint, each a few lines, over one request
+path (deadline, size bound, concurrency lanes and large answers in turn, error typing); the
+answers' shapes are checked in connect_answers.py.
 """
 
 from __future__ import annotations

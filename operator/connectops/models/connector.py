@@ -1,4 +1,8 @@
-"""``Connector``: one Kafka Connect connector whose config and state the operator owns."""
+"""``Connector``: one Kafka Connect connector whose config and state the operator owns.
+
+The spec, its parts and the status live together (~590 lines) because they are one CRD's schema,
+generated from here, and the admission rules on the spec name its fields.
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,10 @@
 """Pure planning of lag/balance checks: the SparkApplication to create and how to read its
 outcome. The SparkApplication (kubeflow spark-operator ``v1beta2``) runs ``connectops-check``;
-the driver writes its verdict JSON into a ConfigMap named after the application."""
+the driver writes its verdict JSON into a ConfigMap named after the application.
+
+One module (~520 lines) because both halves are one contract with the job: the arguments written
+into the manifest and the verdict read back name the same things, and a change to one is a
+change to the other."""
 
 from __future__ import annotations
 

@@ -129,43 +129,50 @@ def populate(bench: Bench, ns: str, connect: Connect, names: list[str]) -> float
 
 @dataclass
 class Pair:
-    """One sample pair, and how much of each side was Connect answering."""
+    """One sample pair, each side split where Connect answered its config write.
+
+    Each side's time is three parts: until its config write reached Connect, Connect answering
+    that write, and from that answer until the config reads back live. The direct side's first
+    part is nil (the PUT is its first act); the operator's is its own work: the watch event, its
+    reads of the connector, the validate call. The third part is Connect's alone, whoever wrote:
+    the herder reading the write back from the config topic and rebalancing. At 1,000
+    connectors it is steady (tens of ms); at 10,000 it runs from under 0.1 s to 3 s from one
+    write to the next, so the per-pair difference there is mostly two draws of it.
+    """
 
     operator: float
     direct: float
-    #: seconds of the operator's side during which Connect was answering its config write
-    #: (the POST that creates, or a PUT of the config: the call the direct side makes too)
-    operator_in_connect: float
+    #: seconds from the create call until the operator's config write (the POST that creates)
+    #: reached Connect, as the proxy saw it
+    operator_write_at: float
+    #: seconds Connect took to answer that write
+    operator_write_seconds: float
     #: seconds during which its other calls for it (reads, validation) were being answered
     operator_others_in_connect: float
     #: seconds from the create call until the operator's first Connect call for it arrived
     operator_lead_in: float
-    #: the operator's Connect calls for it, in order ("PUT /connectors/{name}/config" ...)
+    #: the operator's Connect calls for it, in order ("POST /connectors" ...)
     operator_calls: list[str]
-    #: seconds Connect took to answer the direct side's PUT
-    direct_in_connect: float
+    #: seconds the direct side's PUT took to be answered
+    direct_write_seconds: float
 
     @property
     def overhead(self) -> float:
         return self.operator - self.direct
 
     @property
-    def own_overhead(self) -> float:
-        """What the operator adds beyond Connect's answer to the config write: each side less it.
-
-        At 10,000 connectors one config PUT takes Connect 0.6-2 s (the herder writes the config
-        and rebalances a group that holds them all), and two PUTs a second apart differ by up to a
-        second: the per-pair difference then measures Connect's spread between two of its own
-        answers, of either sign, as much as the operator. This is the reset benchmark's measure:
-        the operator's time less what the worker spent on the call both sides make (its own reads
-        and validation stay in).
-        """
-        return (self.operator - self.operator_in_connect) - (self.direct - self.direct_in_connect)
+    def write_overhead(self) -> float:
+        """What the operator adds until Connect has answered the config write: the two sides'
+        times to that answer, per pair (the part after it is Connect's, see the class)."""
+        return (self.operator_write_at + self.operator_write_seconds) - self.direct_write_seconds
 
     @property
-    def writes_apart(self) -> float:
-        """How much longer Connect took over the operator's config write than the direct one's."""
-        return self.operator_in_connect - self.direct_in_connect
+    def operator_catch_up(self) -> float:
+        return self.operator - self.operator_write_at - self.operator_write_seconds
+
+    @property
+    def direct_catch_up(self) -> float:
+        return self.direct - self.direct_write_seconds
 
 
 def _union_seconds(spans: list[tuple[float, float]]) -> float:
@@ -214,15 +221,19 @@ def sample_pair(bench: Bench, ns: str, connect: Connect, proxy: FaultProxy, i: i
             )
         ]
         # the config write is the one call both sides make; the operator's reads and its
-        # validation are its own choice, so their time in Connect stays in its overhead
+        # validation are its own work, before it
         writes = [r for r in calls if r.method in ("POST", "PUT") and "/config/validate" not in r.path]
+        if not writes:
+            raise RuntimeError(f"{name}: no config write of the operator's reached the proxy")
+        write = writes[-1]
         operator_side.update(
             seconds=seconds,
-            in_connect=_union_seconds([(r.received_at, min(r.received_at + r.seconds, observed)) for r in writes]),
+            write_at=write.received_at - wall,
+            write_seconds=write.seconds,
             others_in_connect=_union_seconds(
                 [(r.received_at, min(r.received_at + r.seconds, observed)) for r in calls if r not in writes]
             ),
-            lead_in=min((r.received_at for r in calls), default=observed) - wall,
+            lead_in=min(r.received_at for r in calls) - wall,
             calls=[f"{r.method} {re.sub(r'^/connectors/[^/]+', '/connectors/{name}', r.path)}" for r in calls],
         )
         wait(lambda: connect.running(name), 60, f"{name} running", interval=0.1)
@@ -234,7 +245,7 @@ def sample_pair(bench: Bench, ns: str, connect: Connect, proxy: FaultProxy, i: i
         connect.http.put(connect.path(direct_name) + "/config", json=config).raise_for_status()
         put_seconds = time.perf_counter() - started
         wait(lambda: connect.live(direct_name), 60, f"{direct_name} live", interval=0.01)
-        direct_side.update(seconds=time.perf_counter() - started, in_connect=put_seconds)
+        direct_side.update(seconds=time.perf_counter() - started, write_seconds=put_seconds)
         wait(lambda: connect.running(direct_name), 60, f"{direct_name} running", interval=0.1)
         connect.http.delete(connect.path(direct_name))
         wait(lambda: connect.gone(direct_name), 60, f"{direct_name} deleted", interval=0.05)
@@ -244,11 +255,12 @@ def sample_pair(bench: Bench, ns: str, connect: Connect, proxy: FaultProxy, i: i
     return Pair(
         operator=operator_side["seconds"],
         direct=direct_side["seconds"],
-        operator_in_connect=operator_side["in_connect"],
+        operator_write_at=operator_side["write_at"],
+        operator_write_seconds=operator_side["write_seconds"],
         operator_others_in_connect=operator_side["others_in_connect"],
         operator_lead_in=operator_side["lead_in"],
         operator_calls=operator_side["calls"],
-        direct_in_connect=direct_side["in_connect"],
+        direct_write_seconds=direct_side["write_seconds"],
     )
 
 
@@ -342,19 +354,23 @@ def run(
             op = [p.operator for p in pairs]
             direct = [p.direct for p in pairs]
             overhead = [p.overhead for p in pairs]
-            own = [p.own_overhead for p in pairs]
+            own = [p.write_overhead for p in pairs]
+            op_catch = [p.operator_catch_up for p in pairs]
+            direct_catch = [p.direct_catch_up for p in pairs]
             entry = {
                 "connectors_present": size,
                 "populate_seconds": populate_seconds,
                 "operator_seconds": summary(op) | {"runs": op},
                 "direct_seconds": summary(direct) | {"runs": direct},
                 "overhead_seconds": summary(overhead) | {"runs": overhead},
-                # Connect's own answering time taken out of each side (see Pair.own_overhead)
-                "operator_in_connect_seconds": summary([p.operator_in_connect for p in pairs]),
+                # each side split where Connect answered its config write (see Pair)
+                "operator_write_at_seconds": summary([p.operator_write_at for p in pairs]),
+                "operator_write_seconds": summary([p.operator_write_seconds for p in pairs]),
+                "direct_write_seconds": summary([p.direct_write_seconds for p in pairs]),
                 "operator_others_in_connect_seconds": summary([p.operator_others_in_connect for p in pairs]),
-                "writes_apart_seconds": summary([p.writes_apart for p in pairs]),
-                "direct_in_connect_seconds": summary([p.direct_in_connect for p in pairs]),
-                "own_overhead_seconds": summary(own) | {"runs": own},
+                "write_overhead_seconds": summary(own) | {"runs": own},
+                "operator_catch_up_seconds": summary(op_catch) | {"runs": op_catch},
+                "direct_catch_up_seconds": summary(direct_catch) | {"runs": direct_catch},
                 "operator_lead_in_seconds": summary([p.operator_lead_in for p in pairs]),
                 "operator_calls": collections.Counter(c for p in pairs for c in p.operator_calls).most_common(),
                 "rss_mib": rss_mib(operator.pid),
@@ -363,11 +379,11 @@ def run(
                 # the resyncs that ran while the samples were taken (the operator's own counter)
                 "resyncs_during_samples": resyncs_during,
             }
-            # judged on what the operator adds outside Connect; the per-pair difference's verdict
-            # is kept beside it (at 1,000 and below the two agree: Connect's answers are steady)
+            # judged on what the operator adds until Connect has answered its write (what follows
+            # is Connect's, whoever wrote); the per-pair difference's verdict is kept beside it
             entry["target_met"] = (
-                entry["own_overhead_seconds"]["p50"] < TARGET_OVERHEAD_P50
-                and entry["own_overhead_seconds"]["p99"] < TARGET_OVERHEAD_P99
+                entry["write_overhead_seconds"]["p50"] < TARGET_OVERHEAD_P50
+                and entry["write_overhead_seconds"]["p99"] < TARGET_OVERHEAD_P99
             )
             entry["pair_target_met"] = (
                 entry["overhead_seconds"]["p50"] < TARGET_OVERHEAD_P50

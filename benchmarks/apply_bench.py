@@ -206,25 +206,32 @@ def sample_pair(bench: Bench, ns: str, connect: Connect, proxy: FaultProxy, i: i
         wait(lambda: connect.live(name), 60, f"{name} live", interval=0.01)
         seconds = time.perf_counter() - started
         observed = wall + seconds
+
         # the operator's calls for this connector made before its config was seen live (the
         # resyncs' listings of the others are not on its path); validation names the class, and
         # a creation is a POST to the collection
-        calls = [
-            r
-            for r in proxy.requests
-            if r.received_at >= wall
-            and r.received_at <= observed
-            and (
-                f"/connectors/{quote(name, safe='')}" in r.path
-                or "/config/validate" in r.path
-                or (r.method == "POST" and r.path == "/connectors")
-            )
-        ]
+        def calls_made() -> list[Any]:
+            return [
+                r
+                for r in proxy.requests
+                if wall <= r.received_at <= observed
+                and (
+                    f"/connectors/{quote(name, safe='')}" in r.path
+                    or "/config/validate" in r.path
+                    or (r.method == "POST" and r.path == "/connectors")
+                )
+            ]
+
+        def is_write(r: Any) -> bool:
+            return r.method in ("POST", "PUT") and "/config/validate" not in r.path
+
+        # the proxy logs a call once its answer is sent, and the config can read back live a
+        # moment before that: wait for the write's entry
+        wait(lambda: any(is_write(r) for r in calls_made()), 10, f"{name}: the operator's write logged", interval=0.01)
+        calls = calls_made()
         # the config write is the one call both sides make; the operator's reads and its
         # validation are its own work, before it
-        writes = [r for r in calls if r.method in ("POST", "PUT") and "/config/validate" not in r.path]
-        if not writes:
-            raise RuntimeError(f"{name}: no config write of the operator's reached the proxy")
+        writes = [r for r in calls if is_write(r)]
         write = writes[-1]
         operator_side.update(
             seconds=seconds,

@@ -386,11 +386,13 @@ def run(
                 # the resyncs that ran while the samples were taken (the operator's own counter)
                 "resyncs_during_samples": resyncs_during,
             }
-            # judged on what the operator adds until Connect has answered its write (what follows
-            # is Connect's, whoever wrote); the per-pair difference's verdict is kept beside it
+            # judged on what the operator adds before its write reaches Connect (the direct side's
+            # is nil): Connect's answer to that write and its catch-up after it are the same work
+            # whoever wrote, and two draws of them differ by seconds at 10,000 (see Pair); the
+            # per-pair difference's verdict is kept beside it
             entry["target_met"] = (
-                entry["write_overhead_seconds"]["p50"] < TARGET_OVERHEAD_P50
-                and entry["write_overhead_seconds"]["p99"] < TARGET_OVERHEAD_P99
+                entry["operator_write_at_seconds"]["p50"] < TARGET_OVERHEAD_P50
+                and entry["operator_write_at_seconds"]["p99"] < TARGET_OVERHEAD_P99
             )
             entry["pair_target_met"] = (
                 entry["overhead_seconds"]["p50"] < TARGET_OVERHEAD_P50

@@ -18,7 +18,9 @@ milliseconds. ``--connect standalone`` runs the standalone worker for comparison
   is live in Connect (``GET /connectors/<name>/config`` answers, polled every 10 ms directly,
   not through the proxy). Baseline, side by side: the same config PUT straight to Connect,
   timed to the same observation. Operator overhead = operator latency - direct latency, per
-  sample pair (each pair runs back to back). Each sample is deleted again before the next, so
+  sample pair (each pair runs back to back); and each side split at the proxy where Connect
+  answered its config write (``Pair``), the target judged on the operator's time until its
+  write reached Connect. Each sample is deleted again before the next, so
   the population stays the size it says.
 * memory: the operator's RSS (VmRSS) and peak RSS (VmHWM) once the population is applied.
 * full resync (largest size): the operator is stopped and started again; the time from the
@@ -136,8 +138,10 @@ class Pair:
     part is nil (the PUT is its first act); the operator's is its own work: the watch event, its
     reads of the connector, the validate call. The third part is Connect's alone, whoever wrote:
     the herder reading the write back from the config topic and rebalancing. At 1,000
-    connectors it is steady (tens of ms); at 10,000 it runs from under 0.1 s to 3 s from one
-    write to the next, so the per-pair difference there is mostly two draws of it.
+    connectors it is steady (tens of ms); at 10,000 it runs from 0.6 to 4.6 s from one write to
+    the next (and the write's own answer from 15 ms to 1.7 s), so the per-pair difference there
+    is mostly two draws of Connect's time. The target is judged on the operator's time until its
+    write reached Connect.
     """
 
     operator: float

@@ -365,7 +365,7 @@ def run(
             op = [p.operator for p in pairs]
             direct = [p.direct for p in pairs]
             overhead = [p.overhead for p in pairs]
-            own = [p.write_overhead for p in pairs]
+            to_answer = [p.write_overhead for p in pairs]
             op_catch = [p.operator_catch_up for p in pairs]
             direct_catch = [p.direct_catch_up for p in pairs]
             entry = {
@@ -379,7 +379,7 @@ def run(
                 "operator_write_seconds": summary([p.operator_write_seconds for p in pairs]),
                 "direct_write_seconds": summary([p.direct_write_seconds for p in pairs]),
                 "operator_others_in_connect_seconds": summary([p.operator_others_in_connect for p in pairs]),
-                "write_overhead_seconds": summary(own) | {"runs": own},
+                "write_overhead_seconds": summary(to_answer) | {"runs": to_answer},
                 "operator_catch_up_seconds": summary(op_catch) | {"runs": op_catch},
                 "direct_catch_up_seconds": summary(direct_catch) | {"runs": direct_catch},
                 "operator_lead_in_seconds": summary([p.operator_lead_in for p in pairs]),

@@ -70,7 +70,7 @@ def apply_row(s: dict[str, Any], present: str) -> list[str]:
     o, d, x = s["operator_seconds"], s["direct_seconds"], s["overhead_seconds"]
     measured = f"operator {o['p50']:.2f} / {o['p99']:.2f} s; direct PUT {d['p50']:.2f} / {d['p99']:.2f} s"
     ratio = f"overhead {x['p50']:.3f} / {x['p99']:.3f} s"
-    if own := s.get("write_overhead_seconds"):
+    if to_answer := s.get("write_overhead_seconds"):
         oc, dc = s["operator_catch_up_seconds"], s["direct_catch_up_seconds"]
         measured += (
             f"; after Connect answered the write, until live: {oc['p50']:.2f} / {oc['p99']:.2f} s vs "
@@ -79,18 +79,16 @@ def apply_row(s: dict[str, Any], present: str) -> list[str]:
         at = s["operator_write_at_seconds"]
         ratio = (
             f"until its write reached Connect {at['p50']:.3f} / {at['p99']:.3f} s; to the write's answer "
-            f"{own['p50']:.3f} / {own['p99']:.3f} s; " + ratio.replace("overhead", "per pair")
+            f"{to_answer['p50']:.3f} / {to_answer['p99']:.3f} s; " + ratio.replace("overhead", "per pair")
         )
     return [
         f"Apply latency, {present} Connectors present (p50 / p99)",
         "overhead p50 < 0.1 s, p99 < 1 s",
         measured,
         ratio,
-        met(
-            s["operator_write_at_seconds"]["p50"] < 0.1 and s["operator_write_at_seconds"]["p99"] < 1.0
-            if "operator_write_at_seconds" in s
-            else s.get("target_met", x["p50"] < 0.1 and x["p99"] < 1.0)
-        ),
+        # the script's own verdict (apply_bench.py judges the target); a run without one, on the
+        # per-pair difference
+        met(s.get("target_met", x["p50"] < 0.1 and x["p99"] < 1.0)),
     ]
 
 
@@ -203,7 +201,7 @@ def report(results: Path) -> tuple[str, dict[str, Any]]:
             ]
         )
     if big := load(results, "apply_10k"):
-        # apply_bench.py --sizes 1000 10000 --samples 10 --connect-heap 2g (its own command: ~15 min)
+        # apply_bench.py --sizes 1000 10000 --samples 30 --connect-heap 2g (its own command: ~45 min)
         hygiene(big)
         top = big["sizes"][-1]
         rows.append(apply_row(top, f"{top['connectors_present']:,}"))

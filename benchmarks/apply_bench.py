@@ -179,6 +179,11 @@ class Pair:
         return self.direct - self.direct_write_seconds
 
 
+def call_kind(r: Any) -> str:
+    """A recorded call as its method and path with the connector's name left out."""
+    return f"{r.method} {re.sub(r'^/connectors/[^/]+', '/connectors/{name}', r.path)}"
+
+
 def _union_seconds(spans: list[tuple[float, float]]) -> float:
     total, reach = 0.0, float("-inf")
     for start, end in sorted(spans):
@@ -199,10 +204,8 @@ def sample_pair(bench: Bench, ns: str, connect: Connect, proxy: FaultProxy, i: i
     direct_name = f"direct-{name}"
     (bench.workdir / f"{name}.txt").write_text("x\n")
     config = {"connector.class": SOURCE, "tasks.max": "1", "file": str(bench.workdir / f"{name}.txt"), "topic": "t-d"}
-    operator_side: dict[str, Any] = {}
-    direct_side: dict[str, float] = {}
 
-    def through_operator() -> None:
+    def through_operator() -> dict[str, Any]:
         proxy.clear_requests()
         wall = time.time()
         started = time.perf_counter()
@@ -237,42 +240,35 @@ def sample_pair(bench: Bench, ns: str, connect: Connect, proxy: FaultProxy, i: i
         # validation are its own work, before it
         writes = [r for r in calls if is_write(r)]
         write = writes[-1]
-        operator_side.update(
-            seconds=seconds,
-            write_at=write.received_at - wall,
-            write_seconds=write.seconds,
-            others_in_connect=_union_seconds(
+        parts = {
+            "operator": seconds,
+            "operator_write_at": write.received_at - wall,
+            "operator_write_seconds": write.seconds,
+            "operator_others_in_connect": _union_seconds(
                 [(r.received_at, min(r.received_at + r.seconds, observed)) for r in calls if r not in writes]
             ),
-            lead_in=min(r.received_at for r in calls) - wall,
-            calls=[f"{r.method} {re.sub(r'^/connectors/[^/]+', '/connectors/{name}', r.path)}" for r in calls],
-        )
+            "operator_lead_in": min(r.received_at for r in calls) - wall,
+            "operator_calls": [call_kind(r) for r in calls],
+        }
         wait(lambda: connect.running(name), 60, f"{name} running", interval=0.1)
         bench.custom.delete_namespaced_custom_object("connectops.io", "v1alpha1", ns, "connectors", name)
         wait(lambda: connect.gone(name), 60, f"{name} deleted", interval=0.05)
+        return parts
 
-    def direct() -> None:
+    def direct() -> dict[str, Any]:
         started = time.perf_counter()
         connect.http.put(connect.path(direct_name) + "/config", json=config).raise_for_status()
         put_seconds = time.perf_counter() - started
         wait(lambda: connect.live(direct_name), 60, f"{direct_name} live", interval=0.01)
-        direct_side.update(seconds=time.perf_counter() - started, write_seconds=put_seconds)
+        parts = {"direct": time.perf_counter() - started, "direct_write_seconds": put_seconds}
         wait(lambda: connect.running(direct_name), 60, f"{direct_name} running", interval=0.1)
         connect.http.delete(connect.path(direct_name))
         wait(lambda: connect.gone(direct_name), 60, f"{direct_name} deleted", interval=0.05)
+        return parts
 
-    for side in (through_operator, direct) if i % 2 == 0 else (direct, through_operator):
-        side()
-    return Pair(
-        operator=operator_side["seconds"],
-        direct=direct_side["seconds"],
-        operator_write_at=operator_side["write_at"],
-        operator_write_seconds=operator_side["write_seconds"],
-        operator_others_in_connect=operator_side["others_in_connect"],
-        operator_lead_in=operator_side["lead_in"],
-        operator_calls=operator_side["calls"],
-        direct_write_seconds=direct_side["write_seconds"],
-    )
+    sides = (through_operator, direct) if i % 2 == 0 else (direct, through_operator)
+    first, second = (side() for side in sides)
+    return Pair(**first, **second)
 
 
 def full_resync(bench: Bench, ns: str, proxy: FaultProxy, names: list[str], concurrency: int) -> dict[str, Any]:
@@ -298,9 +294,7 @@ def full_resync(bench: Bench, ns: str, proxy: FaultProxy, names: list[str], conc
     ]
     listings = [r for r in proxy.requests if r.method == "GET" and r.path == "/connectors" and "expand" in r.query]
     # what the calls were, by method and path with connector names taken out
-    kinds = collections.Counter(
-        f"{r.method} {re.sub(r'^/connectors/[^/]+', '/connectors/{name}', r.path)}" for r in proxy.requests
-    )
+    kinds = collections.Counter(call_kind(r) for r in proxy.requests)
     return {
         "connectors": len(names),
         "seconds": seconds,

@@ -69,7 +69,8 @@ def apply_row(s: dict[str, Any], present: str) -> list[str]:
     (apply_bench.Pair)."""
     o, d, x = s["operator_seconds"], s["direct_seconds"], s["overhead_seconds"]
     measured = f"operator {o['p50']:.2f} / {o['p99']:.2f} s; direct PUT {d['p50']:.2f} / {d['p99']:.2f} s"
-    ratio = f"overhead {x['p50']:.3f} / {x['p99']:.3f} s"
+    per_pair = f"{x['p50']:.3f} / {x['p99']:.3f} s"
+    ratio = f"overhead {per_pair}"
     if to_answer := s.get("write_overhead_seconds"):
         oc, dc = s["operator_catch_up_seconds"], s["direct_catch_up_seconds"]
         measured += (
@@ -79,7 +80,7 @@ def apply_row(s: dict[str, Any], present: str) -> list[str]:
         at = s["operator_write_at_seconds"]
         ratio = (
             f"until its write reached Connect {at['p50']:.3f} / {at['p99']:.3f} s; to the write's answer "
-            f"{to_answer['p50']:.3f} / {to_answer['p99']:.3f} s; " + ratio.replace("overhead", "per pair")
+            f"{to_answer['p50']:.3f} / {to_answer['p99']:.3f} s; per pair {per_pair}"
         )
     return [
         f"Apply latency, {present} Connectors present (p50 / p99)",

@@ -465,13 +465,20 @@ def report(results: Path) -> tuple[str, dict[str, Any]]:
     return table(["measure", "target", "measured", "ratio", "met"], rows), summary
 
 
-def write_readme(markdown: str, when: dict[str, Any]) -> None:
+def write_readme(markdown: str, when: dict[str, Any], *, keep_header: bool = False) -> None:
+    """The table into README.md between its markers. A full run heads it with its own time and
+    machine; a report-only rebuild keeps the header there is (it ran nothing, so "latest full run,
+    now" would be false: the rows' provenance is what that header says, kept by hand)."""
     readme = ROOT / "benchmarks" / "README.md"
     text = readme.read_text()
-    block = (
-        f"{START}\n_Latest full run: {when['time']}, {when['cpus']} CPUs ({when['cpu_model']}), "
-        f"{when['memory_gib']} GiB, Python {when['python']}, {when['java']}._\n\n{markdown}\n{END}"
+    header = (
+        f"_Latest full run: {when['time']}, {when['cpus']} CPUs ({when['cpu_model']}), "
+        f"{when['memory_gib']} GiB, Python {when['python']}, {when['java']}._"
     )
+    if keep_header and START in text:
+        kept = text[text.index(START) + len(START) :].lstrip("\n").split("\n", 1)[0]
+        header = kept if kept.startswith("_") else header
+    block = f"{START}\n{header}\n\n{markdown}\n{END}"
     if START in text:
         text = text[: text.index(START)] + block + text[text.index(END) + len(END) :]
     else:
@@ -508,7 +515,7 @@ def main(argv: list[str] | None = None) -> int:
         json.dumps({"machine": machine(), "summary": summary, "seconds": timings, "failed": failed}, indent=2) + "\n"
     )
     if not args.smoke:
-        write_readme(markdown, machine())
+        write_readme(markdown, machine(), keep_header=args.report_only)
     if failed:
         log("failed: " + ", ".join(failed))
     return 1 if failed else 0

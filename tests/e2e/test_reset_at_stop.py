@@ -37,8 +37,9 @@ from tests.e2e.conftest import (
 from tests.e2e.test_offset_reset_e2e import backup_doc, reset
 from tests.e2e.test_offset_truth_sink import Log, Output, connect_offsets, group_commits
 from tests.env.faultproxy import FaultProxy, FaultRule
+from tests.env.latencyproxy import FETCH, LatencyProxy
 from tests.env.records import records_up_to_now
-from tests.env.servers import ConnectWorker, KubeAPI
+from tests.env.servers import ConnectWorker, KafkaBroker, KubeAPI, free_port
 
 SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
 SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"
@@ -48,6 +49,8 @@ FLUSH_DEFAULT = {"offset.flush.interval.ms": "60000"}
 LINES = [f"line-{i}" for i in range(6)]
 #: how long the operator's first offsets call is held at the proxy: the test's window to read
 HOLD = 10.0
+#: how long each fetch of the slow reader's worker's offsets-topic reader is held (see slow_reader)
+READER_DELAY = 5.0
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +58,27 @@ def worker(connect_factory: Any) -> Iterator[ConnectWorker]:
     started: ConnectWorker = connect_factory("flush-default", extra_properties=FLUSH_DEFAULT)
     yield started
     started.stop()  # an idle JVM for the rest of the session otherwise
+
+
+@pytest.fixture(scope="module")
+def slow_reader(testenv_root: Path) -> Iterator[ConnectWorker]:
+    """A worker at Connect's default flush whose reader of its offsets topic trails the topic by
+    up to READER_DELAY seconds, while its config and status readers keep up: a broker of its own
+    behind a proxy that holds only that reader's fetches (client id ``<group>-offsets``), as a
+    loaded worker's reader trails after a large write. Every client goes through the proxy: the
+    broker advertises it."""
+    port = free_port()
+    broker = KafkaBroker(testenv_root, name="slow-reader-kafka", advertised_port=port)
+    proxy = LatencyProxy(("127.0.0.1", broker.port), delay=0.0, port=port, slow={(FETCH, "-offsets"): READER_DELAY})
+    worker = ConnectWorker(testenv_root, proxy.address, name="slow-reader", extra_properties=FLUSH_DEFAULT)
+    proxy.start()
+    try:
+        broker.start()
+        yield worker.start()
+    finally:
+        worker.stop()
+        broker.stop()
+        proxy.stop()
 
 
 @pytest.fixture
@@ -186,6 +210,61 @@ def test_a_sources_backup_is_the_position_its_stop_committed(
     wait_for(lambda: rest.state(name) == "RUNNING", 60, "the source running")
     time.sleep(5)
     assert topic_record_count(worker.bootstrap, topic) == 2 * len(LINES)  # nothing copied again
+
+
+def listed(rest: ConnectREST, name: str) -> list[dict[str, Any]]:
+    return list(rest.http.get(rest.path(name) + "/offsets", timeout=30).json()["offsets"])
+
+
+def test_a_backup_waits_until_connect_lists_what_its_offsets_topic_holds(
+    k8s: K8s, slow_reader: ConnectWorker, tmp_path: Path
+) -> None:
+    """Connect lists a source's partitions (GET and DELETE /offsets) from the set its reader of
+    the worker's offsets topic has consumed so far, without reading to the end first
+    (Worker.sourceConnectorOffsets: ConnectorOffsetBackingStore.start leaves the worker's store
+    alone; only the values are read to the end). A partition its stop has just committed for the
+    first time can therefore be missing from the answer the backup is taken from: the backup
+    waits until Connect lists what the offsets topic holds."""
+    worker = slow_reader
+    rest = ConnectREST(worker)
+    # Connect's behaviour first, without the operator: a stopped connector given partitions by
+    # PATCH (its answer comes once the records are acknowledged) does not list them at once
+    probe = f"probe-{uuid.uuid4().hex[:6]}"
+    config = {"connector.class": SOURCE, "file": str(tmp_path / "none.txt"), "topic": f"{probe}-out"}
+    rest.http.post("/connectors", json={"name": probe, "config": config, "initial_state": "STOPPED"}).raise_for_status()
+    wait_for(lambda: rest.state(probe) == "STOPPED", 60, f"{probe} stopped")
+    missed = 0
+    for i in range(3):
+        entry = {"partition": {"filename": f"/probe/{i}"}, "offset": {"position": i}}
+        rest.http.patch(rest.path(probe) + "/offsets", json={"offsets": [entry]}, timeout=60).raise_for_status()
+        at_once = listed(rest, probe)
+        assert entry in latest_records(worker, probe)  # in the topic when the PATCH answered
+        missed += entry not in at_once
+        wait_for(lambda e=entry: e in listed(rest, probe), 30, f"{probe} listing {entry}")  # type: ignore[misc]
+    print(f"\nGET /offsets right after a PATCH missed its partition {missed} time(s) in 3")
+    assert missed >= 1, "Connect listed every partition at once: the lag this test is about was not there"
+    rest.http.delete(rest.path(probe)).raise_for_status()
+
+    # the operator's reset of a source whose stop commits its first offset: its backup holds it
+    with FaultProxy(worker.url) as proxy:
+        spec = connect_cluster_spec(worker)
+        spec["restUrl"] = proxy.url
+        k8s.create("connectclusters", "slow", spec, "ConnectCluster")
+        k8s.wait_condition("connectclusters", "slow", "Ready", "True")
+        name, _topic, path = source(k8s, worker, tmp_path, "slow")
+        assert latest_records(worker, name) == []  # nothing committed yet
+        proxy.add_rule(FaultRule("delay", method="DELETE", path=OFFSETS, seconds=HOLD, times=1))
+        k8s.create("offsetresets", "first", {"connectorRef": {"name": name}, "action": "reset"}, "OffsetReset")
+        held = held_at_the_first_offsets_call(k8s, "first", rest, name)
+        committed = latest_records(worker, name)
+        assert committed == position(path)
+        saved = backup_doc(k8s, held["backup"]["configMap"])
+        assert saved["connectors"][name]["offsets"] == committed
+        assert held["backup"]["offsets"] == 1
+        k8s.wait_condition("offsetresets", "first", "Succeeded", "True", timeout=120)
+        # Connect's DELETE named the partition too (it lists them as the GET does): the stop's
+        # commit, then its tombstone (the next commit is a flush interval after the resume)
+        assert offsets_history(worker, name)[:2] == [{"position": path.stat().st_size}, None]
 
 
 def test_a_sinks_backup_is_the_group_its_stop_committed(

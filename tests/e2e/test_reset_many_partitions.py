@@ -113,8 +113,12 @@ def test_20000_source_partitions_on_both_strategies_with_a_kill_mid_reset(
     rest.http.patch(rest.path(name) + "/offsets", json={"offsets": seeded}, timeout=120).raise_for_status()
     rest.http.put(rest.path(name) + "/resume").raise_for_status()
     wait_for(lambda: rest.state(name) == "RUNNING", 60, f"{name} running")
+    # Connect lists a source's partitions from what its offsets-topic reader has consumed so far
+    # (not read to the end first): 20,000 just written can take it seconds on a loaded machine
+    wait_for(lambda: len(connect_offsets(rest, name)) == PARTITIONS + 1, 120, f"{name} listing every partition")
     before = connect_offsets(rest, name)
     assert len(before) == PARTITIONS + 1  # its own file, and the seeded ones
+    assert topic_offsets(connect, name) == before
     k8s.create("connectclusters", "main", connect_cluster_spec(connect), "ConnectCluster")
     target = {"connectorName": name, "clusterRef": {"name": "main"}}
     sizes: dict[str, int] = {}

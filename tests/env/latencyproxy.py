@@ -21,6 +21,11 @@ listener set to ``proxy.port`` (``KafkaBroker(..., advertised_port=...)``; tests
 The proxy can listen before the broker is up: each client connection opens its own upstream
 connection, and is closed if that fails.
 
+``slow`` adds more to the requests of one api key from clients whose ``client.id`` ends with a
+given suffix (read from the request header): ``slow={(FETCH, "-offsets"): 5.0}`` holds only a
+Connect worker's reader of its offsets topic (client id ``<group.id>-offsets``), so that reader
+trails the topic while the worker's other readers keep up.
+
 The proxy counts requests per api key (``requests[0]`` is Produce), so a test can check what
 the clients' metrics say about requests against what went over the wire.
 """
@@ -32,6 +37,7 @@ import contextlib
 import struct
 import threading
 from collections import Counter
+from collections.abc import Mapping
 from types import TracebackType
 from typing import Final, Self
 
@@ -45,12 +51,21 @@ FETCH: Final = 1
 class LatencyProxy:
     """Forwards Kafka request frames to ``upstream`` after ``delay`` seconds each (see module doc)."""
 
-    def __init__(self, upstream: tuple[str, int], *, delay: float, port: int | None = None) -> None:
-        if delay < 0:
-            raise ValueError("delay must be >= 0")
+    def __init__(
+        self,
+        upstream: tuple[str, int],
+        *,
+        delay: float,
+        port: int | None = None,
+        slow: Mapping[tuple[int, str], float] | None = None,
+    ) -> None:
+        if delay < 0 or any(d < 0 for d in (slow or {}).values()):
+            raise ValueError("delays must be >= 0")
         self.upstream = upstream
         #: Seconds added to every request; may be changed while running (applies to new frames).
         self.delay = delay
+        #: More seconds for (api key, client id suffix): see the module docstring.
+        self.slow = dict(slow or {})
         self.port = port or free_port()
         self.address = f"127.0.0.1:{self.port}"
         #: Requests forwarded, per api key.
@@ -182,11 +197,20 @@ class LatencyProxy:
                 with self._lock:
                     self.requests[api_key] += 1
                     self.request_bytes[api_key] += 4 + size
-                frames.put_nowait((loop.time() + self.delay, header + body))
+                frames.put_nowait((loop.time() + self.delay + self._slowed(api_key, body), header + body))
         except (asyncio.IncompleteReadError, ConnectionError):
             # Let the frames already read go out before the connection ends.
             frames.put_nowait(None)
             await asyncio.Event().wait()  # ended by cancellation when the forwarder finishes
+
+    def _slowed(self, api_key: int, body: bytes) -> float:
+        """The extra delay ``slow`` gives this request. The request header (every version since
+        v1) is api key, api version, correlation id, then the client id as a nullable string."""
+        if not self.slow or len(body) < 10:
+            return 0.0
+        (length,) = struct.unpack(">h", body[8:10])
+        client_id = body[10 : 10 + length].decode("utf-8", "replace") if length > 0 else ""
+        return sum(d for (key, suffix), d in self.slow.items() if key == api_key and client_id.endswith(suffix))
 
     async def _forward_requests(
         self, frames: asyncio.Queue[tuple[float, bytes] | None], writer: asyncio.StreamWriter

@@ -93,11 +93,11 @@ class BackupStore:
     async def take(self, run: Run) -> str:
         """Save the offsets of the stopped connectors where a user can restore them; the same
         read is what the plan shows as current (``run.offsets_read``)."""
-        client = run.cluster.client
         connectors: dict[str, Any] = {}
         total = 0
-        # one read per connector, all at once: the connectors are stopped while this runs
-        read = await each(client.get_offsets(c) for c in run.connectors)
+        # one read per connector, all at once: the connectors are stopped while this runs; each
+        # read is Connect's once it lists every partition its offsets topic holds
+        read = await each(self._changes.settled_offsets(run, c) for c in run.connectors)
         run.offsets_read = dict(zip(run.connectors, read, strict=True))
         for connector in run.connectors:
             kind = run.kind(connector)

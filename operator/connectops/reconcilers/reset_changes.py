@@ -128,6 +128,36 @@ class OffsetChanges:
                 )
             await backoff.wait()
 
+    async def settled_offsets(self, run: Run, connector: str) -> list[dict[str, Any]]:
+        """Connect's ``GET /offsets`` for a stopped connector, once it lists what Kafka holds.
+
+        For a source connector on the worker's offsets topic, Connect lists the partitions from
+        the set its offsets-topic reader has consumed so far, without reading to the end first
+        (``Worker.sourceConnectorOffsets``: ``ConnectorOffsetBackingStore.start`` leaves the
+        worker's store alone, so only the values are read to the end, not the partition list).
+        Right after partitions were written (the stop's final commit, a large PATCH) it can leave
+        some out: a backup from that answer would lose them, and ``DELETE /offsets`` would not
+        reset them. With Kafka access the answer is compared with the offsets topics and asked
+        again until they agree; without it, Connect's answer is all there is. A sink's answer is
+        the group's committed offsets read at the call: taken as it is."""
+        client = run.cluster.client
+        if run.kafka is None or run.plan.config(connector).kind == ConnectorKind.SINK:
+            return await client.get_offsets(connector)
+        deadline = time.monotonic() + READ_BACK_SECONDS
+        backoff = Backoff()
+        while True:
+            answered, broker = await both(client.get_offsets(connector), self.broker_offsets(run, connector))
+            problems = diff_offsets(broker or [], [e for e in answered if e.get("offset") is not None])
+            if not problems:
+                return answered
+            if time.monotonic() > deadline:
+                raise StepFailed(
+                    f"{connector}: Connect's GET /offsets still differs from its offsets topic after "
+                    f"{READ_BACK_SECONDS:.0f} s ({len(problems)} partition(s), first: {problems[0]}); "
+                    "no backup was taken and nothing was changed"
+                )
+            await backoff.wait()
+
     async def broker_offsets(self, run: Run, connector: str) -> list[dict[str, Any]] | None:
         """The connector's offsets as Kafka holds them; None without Kafka access."""
         if run.kafka is None:

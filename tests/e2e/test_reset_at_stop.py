@@ -17,7 +17,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import kubernetes
 import pytest
@@ -36,6 +36,7 @@ from tests.e2e.conftest import (
 )
 from tests.e2e.test_offset_reset_e2e import backup_doc, reset
 from tests.e2e.test_offset_truth_sink import Log, Output, connect_offsets, group_commits
+from tests.e2e.test_offsets_on_create import on_create
 from tests.env.faultproxy import FaultProxy, FaultRule
 from tests.env.latencyproxy import FETCH, LatencyProxy
 from tests.env.records import records_up_to_now
@@ -60,8 +61,17 @@ def worker(connect_factory: Any) -> Iterator[ConnectWorker]:
     started.stop()  # an idle JVM for the rest of the session otherwise
 
 
+class SlowReader(NamedTuple):
+    worker: ConnectWorker
+    #: ``proxy.slow[READER]`` is the reader's delay, which a test may change (new fetches)
+    proxy: LatencyProxy
+
+
+READER = (FETCH, "-offsets")
+
+
 @pytest.fixture(scope="module")
-def slow_reader(testenv_root: Path) -> Iterator[ConnectWorker]:
+def slow_reader(testenv_root: Path) -> Iterator[SlowReader]:
     """A worker at Connect's default flush whose reader of its offsets topic trails the topic by
     up to READER_DELAY seconds, while its config and status readers keep up: a broker of its own
     behind a proxy that holds only that reader's fetches (client id ``<group>-offsets``), as a
@@ -69,12 +79,12 @@ def slow_reader(testenv_root: Path) -> Iterator[ConnectWorker]:
     broker advertises it."""
     port = free_port()
     broker = KafkaBroker(testenv_root, name="slow-reader-kafka", advertised_port=port)
-    proxy = LatencyProxy(("127.0.0.1", broker.port), delay=0.0, port=port, slow={(FETCH, "-offsets"): READER_DELAY})
+    proxy = LatencyProxy(("127.0.0.1", broker.port), delay=0.0, port=port, slow={READER: READER_DELAY})
     worker = ConnectWorker(testenv_root, proxy.address, name="slow-reader", extra_properties=FLUSH_DEFAULT)
     proxy.start()
     try:
         broker.start()
-        yield worker.start()
+        yield SlowReader(worker.start(), proxy)
     finally:
         worker.stop()
         broker.stop()
@@ -217,7 +227,7 @@ def listed(rest: ConnectREST, name: str) -> list[dict[str, Any]]:
 
 
 def test_a_backup_waits_until_connect_lists_what_its_offsets_topic_holds(
-    k8s: K8s, slow_reader: ConnectWorker, tmp_path: Path
+    k8s: K8s, slow_reader: SlowReader, tmp_path: Path
 ) -> None:
     """Connect lists a source's partitions (GET and DELETE /offsets) from the set its reader of
     the worker's offsets topic has consumed so far, without reading to the end first
@@ -225,7 +235,7 @@ def test_a_backup_waits_until_connect_lists_what_its_offsets_topic_holds(
     alone; only the values are read to the end). A partition its stop has just committed for the
     first time can therefore be missing from the answer the backup is taken from: the backup
     waits until Connect lists what the offsets topic holds."""
-    worker = slow_reader
+    worker = slow_reader.worker
     rest = ConnectREST(worker)
     # Connect's behaviour first, without the operator: a stopped connector given partitions by
     # PATCH (its answer comes once the records are acknowledged) does not list them at once
@@ -520,3 +530,40 @@ def test_a_reset_in_flight_in_the_old_step_order_finishes_after_the_upgrade(
     wait_for(lambda: rest.state(name) == "RUNNING", 60, "the source running")
     time.sleep(5)
     assert topic_record_count(worker.bootstrap, topic) == 2 * len(LINES)
+
+
+def test_a_rename_carries_the_position_its_stop_committed_first(
+    k8s: K8s, slow_reader: SlowReader, tmp_path: Path
+) -> None:
+    """A rename reads the old connector's offsets over REST once it is STOPPED (the Connector
+    reconciler has no Kafka access): on a worker whose offsets reader trails, the first answer
+    after the stop can leave out the position the stop has just committed; the rename asks
+    until two answers agree, and the new connector goes on from that position."""
+    worker = slow_reader.worker
+    rest = ConnectREST(worker)
+    k8s.create("connectclusters", "slow", connect_cluster_spec(worker), "ConnectCluster")
+    k8s.wait_condition("connectclusters", "slow", "Ready", "True")
+    old, topic, path = source(k8s, worker, tmp_path, "slow")
+    assert latest_records(worker, old) == []  # nothing committed: the first periodic commit is a minute away
+    new = f"{old}-v2"
+    spec = {"clusterRef": {"name": "slow"}, "class": SOURCE, "config": {"file": str(path), "topic": topic}}
+    k8s.create("connectors", new, {**spec, "offsets": {"from": {"connector": old}}}, "Connector")
+    k8s.wait_condition("connectors", new, "OffsetsOnCreate", "False", "RenameWaiting", 60)
+    # the reader trails by up to 12 s while the old connector is stopped and read: longer than
+    # the operator takes from the stop to its read (each GET /offsets takes as long: 30 s bounds it)
+    slow_reader.proxy.slow[READER] = 12.0
+    try:
+        k8s.delete("connectors", old)
+        k8s.wait_condition("connectors", new, "OffsetsOnCreate", "True", "Applied", 240)
+    finally:
+        slow_reader.proxy.slow[READER] = READER_DELAY
+    marker = on_create(k8s, new)
+    # what the old connector's stop committed, read by the test from the offsets topic
+    assert latest_records(worker, old) == position(path)
+    assert k8s.get("offsetresets", marker["offsetReset"])["spec"].get("offsets") == position(path)
+    assert marker["carried"] == 1
+    assert latest_records(worker, new) == position(path)
+    # the new connector goes on from there: no line copied twice
+    wait_for(lambda: rest.state(new) == "RUNNING", 60, f"{new} running")
+    time.sleep(5)
+    assert topic_record_count(worker.bootstrap, topic) == len(LINES)

@@ -216,6 +216,10 @@ class FakeConnector:
     final_commit: list[JSONDict] = field(default_factory=list)
     #: status reads that still show the state from before a stop (see FakeConnect.lag_stop)
     stop_lag: int = 0
+    #: the next GET /offsets leaves out the source partitions first written since the last one
+    #: (see FakeConnect.lag_listing)
+    listing_lags: bool = False
+    unlisted: set[str] = field(default_factory=set)
     lagging_status: ConnectorState | None = None
     lagging_reads: int = 0
     #: restarts seen in the status late (see FakeConnect.slow_restarts): how many reads show the
@@ -331,6 +335,13 @@ class FakeConnect:
         stop they commit ``offsets`` (KIP-875 entries), as Connect's tasks do as they stop. A
         sink's go to its consumer group when a FakeKafka holds it."""
         self.connectors[name].final_commit = [copy.deepcopy(dict(o)) for o in offsets]
+
+    def lag_listing(self, name: str) -> None:
+        """Connect lists a source's partitions from what its offsets-topic reader has consumed,
+        without reading to the end, and reads to the end before it answers (for the values): the
+        first GET /offsets after a write that adds partitions leaves them out, the next lists
+        them (shown on the real worker by tests/e2e/test_reset_at_stop.py)."""
+        self.connectors[name].listing_lags = True
 
     def lag_stop(self, name: str, reads: int) -> None:
         """After the next stops of ``name``, ``reads`` status reads still show the state from
@@ -660,6 +671,8 @@ class FakeConnect:
                 self.kafka.groups.setdefault(group, {})[tp] = int(entry["offset"]["kafka_offset"])
             else:
                 key = json.dumps(entry["partition"], sort_keys=True)
+                if connector.listing_lags and key not in connector.offsets:
+                    connector.unlisted.add(key)
                 connector.offsets[key] = {"partition": dict(entry["partition"]), "offset": dict(entry["offset"])}
 
     async def restart(self, name: str, *, include_tasks: bool, only_failed: bool) -> None:
@@ -719,7 +732,8 @@ class FakeConnect:
                 {"partition": {"kafka_topic": t, "kafka_partition": p}, "offset": {"kafka_offset": o}}
                 for (t, p), o in sorted(self.kafka.groups.get(group, {}).items())
             ]
-        return [dict(entry) for entry in connector.offsets.values()]
+        unlisted, connector.unlisted = connector.unlisted, set()
+        return [dict(entry) for key, entry in connector.offsets.items() if key not in unlisted]
 
     async def patch_offsets(self, name: str, offsets: list[JSONDict]) -> str:
         self._enter("patch_offsets", name, [dict(o) for o in offsets])

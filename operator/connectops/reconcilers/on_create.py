@@ -33,7 +33,6 @@ holds the moment it is created, and share the marker, the create and its read-ba
 from __future__ import annotations
 
 import contextlib
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,6 +54,7 @@ from connectops.planning.on_create import (
     reset_name,
 )
 from connectops.reconcilers.common import Conditions, EmitEvent
+from connectops.reconcilers.offsets_listing import listed_when_settled
 
 CONDITION = "OffsetsOnCreate"
 #: how many of the offsets found under a reused name status shows
@@ -113,34 +113,6 @@ class AtCreateProbe:
             self.read = OffsetsAtCreate(entries=None, error=str(exc))
             return
         self.read = OffsetsAtCreate(entries=[e for e in entries if e.get("offset") is not None], error=None)
-
-
-#: how many GET /offsets a rename asks at most for two answers in a row that agree
-SETTLE_READS = 5
-
-
-async def listed_when_settled(client: ConnectApi, connector: str) -> list[dict[str, Any]]:
-    """``GET /offsets`` of a stopped connector, asked until two answers in a row agree.
-
-    Connect lists a source's partitions from what the answering worker's reader of its offsets
-    topic has consumed, without reading to the end first (``Worker.sourceConnectorOffsets``), so
-    an answer right after the stop can leave out a partition the stop has just committed for the
-    first time; but each answer reads that topic to the end before it returns (for the values),
-    so the next answer from the same worker lists it. Behind a Service over several workers two
-    answers may come from two workers, each of which may trail: agreeing twice in a row is what
-    can be asked of REST alone (this reconciler has no Kafka access; an OffsetReset's backup
-    compares with the offsets topic itself)."""
-    answer = await client.get_offsets(connector)
-    for _ in range(SETTLE_READS - 1):
-        again = await client.get_offsets(connector)
-        if _by_partition(again) == _by_partition(answer):
-            return again
-        answer = again
-    return answer
-
-
-def _by_partition(entries: list[dict[str, Any]]) -> dict[str, Any]:
-    return {json.dumps(e.get("partition"), sort_keys=True): e.get("offset") for e in entries}
 
 
 class OffsetsOnCreate:

@@ -24,6 +24,7 @@ from connectops.failures import ConnectopsError
 from connectops.models.offset_reset import ChangeState, OffsetChange, OffsetResetStatus
 from connectops.planning.offset_reset import ConnectorKind, diff_offsets
 from connectops.reconcilers.common import Conditions
+from connectops.reconcilers.offsets_listing import listed_when_settled
 from connectops.reconcilers.reset_run import PLURAL, Run, StepFailed
 
 #: how long Connect may take to show what was written to its offsets topic
@@ -138,11 +139,14 @@ class OffsetChanges:
         Right after partitions were written (the stop's final commit, a large PATCH) it can leave
         some out: a backup from that answer would lose them, and ``DELETE /offsets`` would not
         reset them. With Kafka access the answer is compared with the offsets topics and asked
-        again until they agree; without it, Connect's answer is all there is. A sink's answer is
-        the group's committed offsets read at the call: taken as it is."""
+        again until they agree; without it, until two answers in a row agree (each answer reads
+        the topic to the end before it returns, so the next one lists what the first left out).
+        A sink's answer is the group's committed offsets read at the call: taken as it is."""
         client = run.cluster.client
-        if run.kafka is None or run.plan.config(connector).kind == ConnectorKind.SINK:
+        if run.plan.config(connector).kind == ConnectorKind.SINK:
             return await client.get_offsets(connector)
+        if run.kafka is None:
+            return await listed_when_settled(client, connector)
         deadline = time.monotonic() + READ_BACK_SECONDS
         backoff = Backoff()
         while True:

@@ -156,11 +156,14 @@ def test_large_answers_of_one_worker_group_are_read_in_turn(proxy: FaultProxy, a
         tracemalloc.stop()
     assert outcomes == [NotKafkaConnect.__name__] * 8
     whole = 2 * mib  # an answer's chunks and their join
+    # one whole answer, seven beginnings of ~1 MiB, the proxy's send buffers (~1 MiB each)
+    in_turn = whole + 8 * 2 + 8
     if at_once == 1:
-        # one whole answer, seven beginnings of ~1 MiB, the proxy's send buffers (~1 MiB each)
-        assert peak_mib < whole + 8 * 2 + 8, f"peak {peak_mib:.0f} MiB"
+        assert peak_mib < in_turn, f"peak {peak_mib:.0f} MiB"
     else:
-        assert peak_mib > 4 * whole, f"peak {peak_mib:.0f} MiB: the measure no longer tells the two apart"
+        # eight whole answers would be 8 x 24 MiB if they overlapped entirely; on a loaded machine
+        # the proxy serves them less together (93 MiB seen), but always past what one in turn holds
+        assert peak_mib > 1.5 * in_turn, f"peak {peak_mib:.0f} MiB: the measure no longer tells the two apart"
 
 
 async def health(proxy: FaultProxy) -> WorkerHealth:

@@ -167,7 +167,7 @@ def test_sink_that_keeps_offsets_elsewhere(k8s: K8s, sinks_worker: ConnectWorker
         "The Connect framework-managed offsets for this connector have been altered successfully" in external["message"]
     )
     assert "manages offsets externally" in external["message"]
-    assert "NotConfirmedByConnector" in {e.reason for e in k8s.events("ext-ack")}
+    wait_for(lambda: "NotConfirmedByConnector" in {e.reason for e in k8s.events("ext-ack")}, 30, "its Event")
     # the framework-managed offset really moved: the sink writes records 1 and 2 again
     again = log.after({(topic, 0): 1})
     assert out.new(again) == again

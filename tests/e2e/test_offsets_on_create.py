@@ -135,7 +135,8 @@ def test_resume_reports_and_clear_replays_after_delete_and_recreate(
     marker = on_create(k8s, name)
     assert marker["foundPartitions"] == 1
     assert marker["found"] == [{"partition": {"filename": str(path)}, "offset": {"position": size}}]
-    assert "ExistingOffsets" in {e.reason for e in k8s.events(name)}
+    # kopf posts Events in the background: the status can be seen first
+    wait_for(lambda: "ExistingOffsets" in {e.reason for e in k8s.events(name)}, 30, "the ExistingOffsets Event")
     time.sleep(4)
     assert produced(connect, topic) == LINES  # nothing replayed
     delete_and_wait(k8s, rest, name)

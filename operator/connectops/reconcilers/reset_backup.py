@@ -98,7 +98,8 @@ class BackupStore:
         # one read per connector, all at once: the connectors are stopped while this runs; each
         # read is Connect's once it lists every partition its offsets topic holds
         read = await each(self._changes.settled_offsets(run, c) for c in run.connectors)
-        run.offsets_read = dict(zip(run.connectors, read, strict=True))
+        run.offsets_read = {c: answer for c, (answer, _) in zip(run.connectors, read, strict=True)}
+        records_read = {c: records for c, (_, records) in zip(run.connectors, read, strict=True)}
         for connector in run.connectors:
             kind = run.kind(connector)
             entry: dict[str, Any] = {"kind": kind, "offsets": run.offsets_read[connector]}
@@ -109,7 +110,9 @@ class BackupStore:
                     offsets = await asyncio.to_thread(run.kafka.group_offsets, run.group(connector))
                     entry["groupOffsets"] = [[t, p, o] for (t, p), o in sorted(offsets.items())]
                 else:
-                    records = await self._changes.read_records(run, connector)
+                    records = records_read[connector]
+                    if records is None:
+                        records = await self._changes.read_records(run, connector)
                     entry["records"] = [record_json(r) for r in records if r.value is not None]
             connectors[connector] = entry
         document = json.dumps(

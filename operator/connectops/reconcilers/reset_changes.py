@@ -46,6 +46,20 @@ def changed(run: Run) -> bool:
     return run.status.changed_offsets()
 
 
+def latest_entries(records: list[OffsetRecord]) -> list[dict[str, Any]]:
+    """KIP-875 entries from offsets-topic records: the latest value of each key, tombstoned keys
+    left out. ``records`` in the order :meth:`OffsetChanges.read_records` gives them: the
+    connector-specific topic comes last, as Connect reads it in preference to the worker's."""
+    latest: dict[bytes, OffsetRecord] = {}
+    for record in records:
+        latest[record.key] = record
+    return [
+        {"partition": r.partition_map, "offset": r.source_offset()}
+        for r in latest.values()
+        if r.value is not None and r.partition_map is not None
+    ]
+
+
 class OffsetChanges:
     """Makes and records offsets calls, and reads their result back."""
 
@@ -129,7 +143,7 @@ class OffsetChanges:
                 )
             await backoff.wait()
 
-    async def settled_offsets(self, run: Run, connector: str) -> list[dict[str, Any]]:
+    async def settled_offsets(self, run: Run, connector: str) -> tuple[list[dict[str, Any]], list[OffsetRecord] | None]:
         """Connect's ``GET /offsets`` for a stopped connector, once it lists what Kafka holds.
 
         For a source connector on the worker's offsets topic, Connect lists the partitions from
@@ -141,19 +155,22 @@ class OffsetChanges:
         reset them. With Kafka access the answer is compared with the offsets topics and asked
         again until they agree; without it, until two answers in a row agree (each answer reads
         the topic to the end before it returns, so the next one lists what the first left out).
-        A sink's answer is the group's committed offsets read at the call: taken as it is."""
+        A sink's answer is the group's committed offsets read at the call: taken as it is.
+
+        Returned with the answer: the offsets-topic records it was compared with (None where
+        none were read), which a tombstone backup keeps as they are."""
         client = run.cluster.client
         if run.plan.config(connector).kind == ConnectorKind.SINK:
-            return await client.get_offsets(connector)
+            return await client.get_offsets(connector), None
         if run.kafka is None:
-            return await listed_when_settled(client, connector)
+            return await listed_when_settled(client, connector), None
         deadline = time.monotonic() + READ_BACK_SECONDS
         backoff = Backoff()
         while True:
-            answered, broker = await both(client.get_offsets(connector), self.broker_offsets(run, connector))
-            problems = diff_offsets(broker or [], [e for e in answered if e.get("offset") is not None])
+            answered, records = await both(client.get_offsets(connector), self.read_records(run, connector))
+            problems = diff_offsets(latest_entries(records), [e for e in answered if e.get("offset") is not None])
             if not problems:
-                return answered
+                return answered, records
             if time.monotonic() > deadline:
                 raise StepFailed(
                     f"{connector}: Connect's GET /offsets still differs from its offsets topic after "
@@ -173,15 +190,7 @@ class OffsetChanges:
                 {"partition": {"kafka_topic": t, "kafka_partition": p}, "offset": {"kafka_offset": o}}
                 for (t, p), o in sorted(group.items())
             ]
-        latest: dict[bytes, OffsetRecord] = {}
-        # the connector-specific topic comes last: Connect reads it in preference to the worker's
-        for record in await self.read_records(run, connector):
-            latest[record.key] = record
-        return [
-            {"partition": r.partition_map, "offset": r.source_offset()}
-            for r in latest.values()
-            if r.value is not None and r.partition_map is not None
-        ]
+        return latest_entries(await self.read_records(run, connector))
 
     @staticmethod
     def offsets_topics(run: Run, connector: str) -> list[str]:

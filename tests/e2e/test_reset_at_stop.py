@@ -254,6 +254,8 @@ def test_a_backup_waits_until_connect_lists_what_its_offsets_topic_holds(
     print(f"\nGET /offsets right after a PATCH missed its partition {missed} time(s) in 3")
     assert missed >= 1, "Connect listed every partition at once: the lag this test is about was not there"
     rest.http.delete(rest.path(probe)).raise_for_status()
+    probe_left = latest_records(worker, probe)  # Connect keeps a deleted connector's offsets
+    assert len(probe_left) == 3
 
     # the operator's reset of a source whose stop commits its first offset: its backup holds it
     with FaultProxy(worker.url) as proxy:
@@ -275,6 +277,8 @@ def test_a_backup_waits_until_connect_lists_what_its_offsets_topic_holds(
         # Connect's DELETE named the partition too (it lists them as the GET does): the stop's
         # commit, then its tombstone (the next commit is a flush interval after the resume)
         assert offsets_history(worker, name)[:2] == [{"position": path.stat().st_size}, None]
+    # what the reset must not touch: the other connector's offsets in the same topic
+    assert latest_records(worker, probe) == probe_left
 
 
 def test_a_sinks_backup_is_the_group_its_stop_committed(

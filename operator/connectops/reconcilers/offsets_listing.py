@@ -8,10 +8,10 @@ the answers settle.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from connectops.adapters.connect_rest import ConnectApi
+from connectops.planning.offset_reset import diff_offsets
 
 #: how many GET /offsets are asked at most for two answers in a row that agree
 SETTLE_READS = 5
@@ -31,11 +31,7 @@ async def listed_when_settled(client: ConnectApi, connector: str) -> list[dict[s
     answer = await client.get_offsets(connector)
     for _ in range(SETTLE_READS - 1):
         again = await client.get_offsets(connector)
-        if _by_partition(again) == _by_partition(answer):
+        if not diff_offsets(answer, again):
             return again
         answer = again
     return answer
-
-
-def _by_partition(entries: list[dict[str, Any]]) -> dict[str, Any]:
-    return {json.dumps(e.get("partition"), sort_keys=True): e.get("offset") for e in entries}

@@ -111,8 +111,7 @@ class BackupStore:
                     entry["groupOffsets"] = [[t, p, o] for (t, p), o in sorted(offsets.items())]
                 else:
                     records = records_read[connector]
-                    if records is None:
-                        records = await self._changes.read_records(run, connector)
+                    assert records is not None  # a source's settled read, with Kafka access, read them
                     entry["records"] = [record_json(r) for r in records if r.value is not None]
             connectors[connector] = entry
         document = json.dumps(
